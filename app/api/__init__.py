@@ -1,0 +1,1 @@
+"""Thin FastAPI routers; all logic lives in app.services."""

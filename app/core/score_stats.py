@@ -1,0 +1,76 @@
+"""Validation and summary statistics of a models x items score matrix (NaN = missing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def score_matrix_stats(
+    matrix: np.ndarray, model_names: list[str], item_ids: list[str]
+) -> dict[str, Any]:
+    """Per-model and per-item means, missing fractions, constant items and duplicate model rows.
+
+    * A *constant item* has at least one observed score and all observed scores equal:
+      it cannot discriminate between models (useless for score-based coresets).
+    * *Duplicate model rows* are groups of models whose score vectors are identical,
+      missing cells included (usually the same model uploaded under two names).
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    n_models, n_items = matrix.shape
+    if len(model_names) != n_models or len(item_ids) != n_items:
+        raise ValueError("names do not match the matrix shape")
+    observed = ~np.isnan(matrix)
+    n_observed = int(observed.sum())
+    n_cells = n_models * n_items
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        model_counts = observed.sum(axis=1)
+        item_counts = observed.sum(axis=0)
+        model_means = np.where(model_counts > 0, np.nansum(matrix, axis=1) / np.maximum(model_counts, 1), np.nan)
+        item_means = np.where(item_counts > 0, np.nansum(matrix, axis=0) / np.maximum(item_counts, 1), np.nan)
+        item_min = np.where(item_counts > 0, np.nanmin(np.where(observed, matrix, np.inf), axis=0), np.nan)
+        item_max = np.where(item_counts > 0, np.nanmax(np.where(observed, matrix, -np.inf), axis=0), np.nan)
+
+    constant = [
+        {"item": item_ids[j], "value": float(item_min[j]), "n_observed": int(item_counts[j])}
+        for j in np.flatnonzero((item_counts > 0) & (item_min == item_max))
+    ]
+
+    groups: dict[bytes, list[int]] = {}
+    filled = np.where(observed, matrix, np.inf)  # inf marks missing; NaN would never compare equal
+    for i in range(n_models):
+        groups.setdefault(filled[i].tobytes(), []).append(i)
+    duplicates = [[model_names[i] for i in idx] for idx in groups.values() if len(idx) > 1]
+
+    def _num(x: float) -> float | None:
+        return None if np.isnan(x) else float(x)
+
+    return {
+        "n_models": n_models,
+        "n_items": n_items,
+        "n_scores": n_observed,
+        "missing_fraction": (1.0 - n_observed / n_cells) if n_cells else 0.0,
+        "mean": _num(float(np.nanmean(matrix))) if n_observed else None,
+        "models": [
+            {
+                "model": model_names[i],
+                "mean": _num(model_means[i]),
+                "n_scores": int(model_counts[i]),
+                "missing_fraction": 1.0 - model_counts[i] / n_items if n_items else 0.0,
+            }
+            for i in range(n_models)
+        ],
+        "items": [
+            {
+                "item": item_ids[j],
+                "mean": _num(item_means[j]),
+                "n_scores": int(item_counts[j]),
+                "missing_fraction": 1.0 - item_counts[j] / n_models if n_models else 0.0,
+            }
+            for j in range(n_items)
+        ],
+        "constant_items": constant,
+        "duplicate_models": duplicates,
+    }

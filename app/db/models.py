@@ -1,0 +1,147 @@
+"""SQLAlchemy 2 ORM models.
+
+Scores are stored long, one row per (model, item, metric); they are loaded in
+bulk into numpy matrices by ``app.services.score_store``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.db.ids import new_id
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Benchmark(Base):
+    __tablename__ = "benchmarks"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("bm"))
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    capability: Mapped[str | None] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text)
+    embedding_fields: Mapped[list[str]] = mapped_column(JSON, default=list, nullable=False)
+    score_kind: Mapped[str] = mapped_column(String(20), default="continuous", nullable=False)
+    score_min: Mapped[float | None] = mapped_column(Float)
+    score_max: Mapped[float | None] = mapped_column(Float)
+    default_metric: Mapped[str] = mapped_column(String(200), default="score", nullable=False)
+    data_version: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class Item(Base):
+    __tablename__ = "items"
+    __table_args__ = (UniqueConstraint("benchmark_id", "item_id", name="uq_items_benchmark_item"),)
+
+    pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    benchmark_id: Mapped[str] = mapped_column(
+        ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False
+    )
+    item_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    source_index: Mapped[int | None] = mapped_column(Integer)
+    prompt: Mapped[str | None] = mapped_column(Text)
+    target: Mapped[str | None] = mapped_column(Text)
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    content_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Model(Base):
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("md"))
+    name: Mapped[str] = mapped_column(String(300), unique=True, nullable=False)
+    family: Mapped[str | None] = mapped_column(String(200))
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Score(Base):
+    __tablename__ = "scores"
+    __table_args__ = (Index("ix_scores_item_pk", "item_pk"),)
+
+    model_id: Mapped[str] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    item_pk: Mapped[int] = mapped_column(
+        ForeignKey("items.pk", ondelete="CASCADE"), primary_key=True
+    )
+    metric: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_kind_benchmark", "kind", "benchmark_id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("job"))
+    kind: Mapped[str] = mapped_column(String(60), nullable=False)
+    queue: Mapped[str] = mapped_column(String(20), default="cpu", nullable=False)
+    status: Mapped[str] = mapped_column(String(20), default="queued", nullable=False)
+    progress: Mapped[float] = mapped_column(Float, default=0.0, nullable=False)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
+    result: Mapped[Any | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    benchmark_id: Mapped[str | None] = mapped_column(
+        ForeignKey("benchmarks.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class JobInput(Base):
+    """A file handed to a job (e.g. a large lm-eval log), stored durably so any worker can read it."""
+
+    __tablename__ = "job_inputs"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    filename: Mapped[str] = mapped_column(String(500), nullable=False)
+    content: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+
+
+class IdempotencyRecord(Base):
+    """The stored response of a POST sent with an ``Idempotency-Key`` header."""
+
+    __tablename__ = "idempotency_keys"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    method: Mapped[str] = mapped_column(String(10), primary_key=True)
+    path: Mapped[str] = mapped_column(String(500), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    content_type: Mapped[str | None] = mapped_column(String(200))
+    response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

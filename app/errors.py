@@ -1,0 +1,72 @@
+"""Domain errors shared by every layer; the API renders them as RFC 9457 problem+json.
+
+``errors`` lists precise locations, e.g. ``{"row": 3, "column": "c17", "detail": "..."}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_REPORTED_ERRORS = 50
+
+
+class EvalplanError(Exception):
+    """Base class: an HTTP status, a short title, a human detail and optional locations."""
+
+    status: int = 400
+    title: str = "Bad request"
+    slug: str = "bad-request"
+
+    def __init__(self, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = (errors or [])[:MAX_REPORTED_ERRORS]
+        self.n_errors = len(errors or [])
+
+
+class NotFound(EvalplanError):
+    status, title, slug = 404, "Not found", "not-found"
+
+
+class Conflict(EvalplanError):
+    status, title, slug = 409, "Conflict", "conflict"
+
+
+class InvalidInput(EvalplanError):
+    status, title, slug = 422, "Invalid input", "invalid-input"
+
+
+class PayloadTooLarge(EvalplanError):
+    status, title, slug = 413, "Payload too large", "payload-too-large"
+
+
+class UnsupportedMediaType(EvalplanError):
+    status, title, slug = 415, "Unsupported media type", "unsupported-media-type"
+
+
+class ErrorCollector:
+    """Accumulate located errors while parsing, then raise them all at once."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self.errors: list[dict[str, Any]] = []
+        self.limit = limit
+
+    def add(self, detail: str, **location: Any) -> None:
+        if len(self.errors) < self.limit:
+            self.errors.append({**location, "detail": detail})
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+    def raise_if_any(self, summary: str) -> None:
+        if self.errors:
+            first = self.errors[0]
+            where = ", ".join(f"{k} {v}" for k, v in first.items() if k != "detail")
+            raise InvalidInput(
+                f"{summary}: {len(self.errors)} problem(s); first at {where}: {first['detail']}",
+                self.errors,
+            )
+
+
+class ServiceUnavailable(EvalplanError):
+    status, title, slug = 503, "Service unavailable", "service-unavailable"

@@ -1,0 +1,1 @@
+"""Importers and exporters for evaluation harness formats and CSV/JSONL."""

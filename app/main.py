@@ -1,0 +1,70 @@
+"""The composition root: build the FastAPI app from settings (DB, dispatcher, routers, middleware)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
+
+import app.services.registry  # noqa: F401  (registers every job handler)
+from app import __version__
+from app.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware
+from app.api.problems import install_problem_handlers
+from app.api.routes import benchmarks, health, imports, jobs, models
+from app.db.engine import make_engine, make_session_factory
+from app.services.jobs import Dispatcher
+from app.settings import Settings, get_settings
+
+DESCRIPTION = """Evaluation planning for LLM teams: pick small coresets of benchmark items,
+run sequential evaluation sessions, and predict full-suite scores with intervals.
+
+Errors are RFC 9457 `application/problem+json`. Lists use `limit` + `cursor`.
+POST routes accept an `Idempotency-Key` header."""
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    dispatcher: Dispatcher | None = None,
+) -> FastAPI:
+    """Build the app. Tests pass their own session factory and dispatcher; the CLI passes none."""
+    settings = settings or get_settings()
+    logging.basicConfig(level=settings.log_level.upper())
+    engine = None
+    if session_factory is None:
+        engine = make_engine(settings.database_url)
+        session_factory = make_session_factory(engine)
+    if dispatcher is None:
+        from workers.dispatch import make_dispatcher
+
+        dispatcher = make_dispatcher(settings, session_factory)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        shutdown = getattr(dispatcher, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        if engine is not None:
+            engine.dispose()
+
+    app = FastAPI(title="Evalplan", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.session_factory = session_factory
+    app.state.dispatcher = dispatcher
+
+    install_problem_handlers(app)
+    for router in (health.router, benchmarks.router, models.router, imports.router, jobs.router):
+        app.include_router(router)
+
+    def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:
+        return scope["app"].state.session_factory
+
+    app.add_middleware(IdempotencyMiddleware, session_factory_getter=factory_of)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    return app

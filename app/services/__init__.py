@@ -1,0 +1,1 @@
+"""Use-cases shared by the API and the workers: load from the DB, call core, persist."""

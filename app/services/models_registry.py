@@ -1,0 +1,51 @@
+"""Evaluated models (LLMs): create, list and bulk get-or-create by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.models import Model
+from app.errors import Conflict
+from app.services.pagination import Page, decode_cursor, encode_cursor
+
+
+def create_model(session: Session, *, name: str, family: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> Model:
+    if session.scalars(select(Model.id).where(Model.name == name)).first() is not None:
+        raise Conflict(f"a model named {name!r} already exists",
+                       [{"field": "name", "detail": "model names are unique"}])
+    model = Model(name=name, family=family, meta=dict(metadata or {}))
+    session.add(model)
+    session.flush()
+    return model
+
+
+def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
+    """Map each name to its model id, creating missing models in the given order."""
+    existing: dict[str, str] = {}
+    unique = list(dict.fromkeys(names))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start:start + 500]
+        existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
+    missing = [Model(name=n, meta={}) for n in unique if n not in existing]
+    if missing:
+        session.add_all(missing)
+        session.flush()
+        existing.update({m.name: m.id for m in missing})
+    return existing
+
+
+def list_models(session: Session, *, limit: int, cursor: str | None, family: str | None = None) -> Page[Model]:
+    after = decode_cursor(cursor)
+    stmt = select(Model).order_by(Model.id).limit(limit + 1)
+    if after is not None:
+        stmt = stmt.where(Model.id > str(after))
+    if family is not None:
+        stmt = stmt.where(Model.family == family)
+    rows = list(session.scalars(stmt))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, encode_cursor(rows[-1].id) if more else None)

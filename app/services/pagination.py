@@ -1,0 +1,35 @@
+"""Keyset pagination: an opaque cursor holding the last sort key of the previous page."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from app.errors import InvalidInput
+
+T = TypeVar("T")
+
+
+@dataclass
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+def encode_cursor(key: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> Any:
+    if cursor is None or cursor == "":
+        return None
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, json.JSONDecodeError):
+        raise InvalidInput(
+            "invalid pagination cursor",
+            [{"parameter": "cursor", "detail": "not a cursor returned by this API"}],
+        ) from None

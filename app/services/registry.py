@@ -1,0 +1,3 @@
+"""Import every module that registers job handlers, so that any process can run any job."""
+
+from app.services import imports, stats  # noqa: F401

@@ -1,0 +1,103 @@
+"""Bulk score I/O between the long ``scores`` table and numpy matrices.
+
+PostgreSQL uses COPY (into a temporary table, then one upsert); SQLite uses a
+batched ``INSERT .. ON CONFLICT``. Both run inside the caller's transaction, so an
+upload is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from app.db.models import Benchmark, Item, Model
+
+UPSERT_SQL = (
+    "INSERT INTO scores (model_id, item_pk, metric, value) {source} "
+    "ON CONFLICT (model_id, item_pk, metric) DO UPDATE SET value = excluded.value"
+)
+
+
+@dataclass
+class ScoreMatrix:
+    """Scores of one benchmark and metric: ``values[i, j]`` for model i and item j (NaN = missing)."""
+
+    model_ids: list[str]
+    model_names: list[str]
+    item_ids: list[str]
+    item_pks: list[int]
+    values: np.ndarray
+
+
+def write_scores(
+    session: Session,
+    model_ids: list[str],
+    item_pks: list[int],
+    values: np.ndarray,
+    metric: str,
+) -> int:
+    """Upsert every non-NaN cell of ``values`` (rows = model_ids, columns = item_pks)."""
+    rows_idx, cols_idx = np.nonzero(~np.isnan(values))
+    if rows_idx.size == 0:
+        return 0
+    cell_values = values[rows_idx, cols_idx].tolist()
+    model_col = [model_ids[i] for i in rows_idx.tolist()]
+    item_col = [item_pks[j] for j in cols_idx.tolist()]
+    if session.get_bind().dialect.name == "postgresql":
+        _copy_upsert_postgres(session, model_col, item_col, metric, cell_values)
+    else:
+        params = [
+            {"m": m, "i": i, "k": metric, "v": v} for m, i, v in zip(model_col, item_col, cell_values)
+        ]
+        session.execute(text(UPSERT_SQL.format(source="VALUES (:m, :i, :k, :v)")), params)
+    return len(cell_values)
+
+
+def _copy_upsert_postgres(session: Session, models: list[str], items: list[int], metric: str, values: list[float]) -> None:
+    cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS _score_upload "
+        "(model_id varchar(40), item_pk bigint, metric varchar(200), value float8) ON COMMIT DELETE ROWS"
+    )
+    cursor.execute("TRUNCATE _score_upload")
+    with cursor.copy("COPY _score_upload (model_id, item_pk, metric, value) FROM STDIN") as copy:
+        lines = [f"{m}\t{i}\t{metric}\t{v!r}\n" for m, i, v in zip(models, items, values)]
+        # metric is validated to contain no tab/newline/backslash by the caller
+        for start in range(0, len(lines), 50_000):
+            copy.write("".join(lines[start:start + 50_000]))
+    cursor.execute(UPSERT_SQL.format(source="SELECT model_id, item_pk, metric, value FROM _score_upload"))
+    cursor.execute("TRUNCATE _score_upload")
+
+
+def load_matrix(session: Session, benchmark: Benchmark, metric: str) -> ScoreMatrix:
+    """Load a benchmark's scores for ``metric`` as a dense matrix.
+
+    Columns are every item of the benchmark in upload order; rows are the models
+    with at least one score, in creation order.
+    """
+    item_rows = session.execute(
+        select(Item.pk, Item.item_id).where(Item.benchmark_id == benchmark.id).order_by(Item.pk)
+    ).all()
+    item_pks = [r[0] for r in item_rows]
+    item_ids = [r[1] for r in item_rows]
+    col_of = {pk: j for j, pk in enumerate(item_pks)}
+    sql = (
+        "SELECT s.model_id, s.item_pk, s.value FROM scores s JOIN items i ON i.pk = s.item_pk "
+        "WHERE i.benchmark_id = :b AND s.metric = :m"
+    )
+    triples = session.execute(text(sql), {"b": benchmark.id, "m": metric}).all()
+    model_ids = sorted({t[0] for t in triples})
+    names = dict(
+        session.execute(select(Model.id, Model.name).where(Model.id.in_(model_ids))).all()
+    ) if len(model_ids) <= 30000 else {}
+    row_of = {m: i for i, m in enumerate(model_ids)}
+    values = np.full((len(model_ids), len(item_pks)), np.nan)
+    if triples:
+        r = np.fromiter((row_of[t[0]] for t in triples), dtype=np.int64, count=len(triples))
+        c = np.fromiter((col_of[t[1]] for t in triples), dtype=np.int64, count=len(triples))
+        v = np.fromiter((t[2] for t in triples), dtype=np.float64, count=len(triples))
+        values[r, c] = v
+    return ScoreMatrix(model_ids, [names[m] for m in model_ids], item_ids, item_pks, values)

@@ -1,0 +1,1 @@
+"""Alembic migrations; they run on SQLite and PostgreSQL."""

@@ -1,0 +1,158 @@
+"""Test fixtures: every API test runs on SQLite and on PostgreSQL, inside a rolled-back transaction.
+
+* ``client``: TestClient whose sessions join one outer transaction per test
+  (SAVEPOINTs for the app's commits); rolled back afterwards. Jobs are not allowed
+  here (they would run on other threads/processes that cannot see the transaction).
+* ``committed_client``: real commits and the real in-process thread-pool dispatcher;
+  tables are emptied after the test.
+* ``services``: real PostgreSQL + Redis (reachable, or started throwaway; never skipped).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from service_bringup import Services, ServicesUnavailable, bring_up  # noqa: E402
+
+from app.db.engine import make_engine, make_session_factory  # noqa: E402
+from app.db.migrate import upgrade  # noqa: E402
+from app.db.models import Base  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from workers.dispatch import InProcessDispatcher  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+TEST_DB_NAME = "evalplan_test"
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    try:
+        up = bring_up()
+    except ServicesUnavailable as exc:
+        pytest.exit(str(exc), returncode=3)
+    yield up
+    up.stop()
+
+
+def _fresh_postgres_database(admin_url: str) -> str:
+    admin = make_engine(admin_url).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)"))
+        conn.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
+    admin.dispose()
+    return make_url(admin_url).set(database=TEST_DB_NAME).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def database_urls(services: Services, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """One migrated database per backend (migrations run through Alembic, as in production)."""
+    urls = {
+        "sqlite": f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'evalplan.db'}",
+        "postgresql": _fresh_postgres_database(services.admin_pg_url),
+    }
+    for url in urls.values():
+        upgrade(url)
+    return urls
+
+
+@pytest.fixture(scope="session")
+def engines(database_urls: dict[str, str]) -> Iterator[dict[str, Engine]]:
+    made = {name: make_engine(url) for name, url in database_urls.items()}
+    yield made
+    for engine in made.values():
+        engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def engine(engines: dict[str, Engine], backend: str) -> Engine:
+    return engines[backend]
+
+
+def test_settings(database_url: str, **overrides: object) -> Settings:
+    return Settings(database_url=database_url, redis_url=None, **overrides)  # type: ignore[arg-type]
+
+
+class NoJobsDispatcher:
+    """For rolled-back tests: a job here means the test should use ``committed_client``."""
+
+    def submit(self, job_id: str, queue: str) -> None:
+        raise AssertionError("this test started a job: use the committed_client fixture")
+
+
+@pytest.fixture
+def db_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    connection = engine.connect()
+    outer = connection.begin()
+    factory = sessionmaker(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    yield factory
+    outer.rollback()
+    connection.close()
+
+
+@pytest.fixture
+def client(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[TestClient]:
+    app = create_app(test_settings(database_urls[backend]), session_factory=db_session_factory,
+                     dispatcher=NoJobsDispatcher())
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def empty_all_tables(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+@pytest.fixture
+def committed_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    empty_all_tables(engine)
+    yield make_session_factory(engine)
+    empty_all_tables(engine)
+
+
+@pytest.fixture
+def committed_client(committed_session_factory: sessionmaker[Session], database_urls: dict[str, str],
+                     backend: str) -> Iterator[TestClient]:
+    settings = test_settings(database_urls[backend])
+    dispatcher = InProcessDispatcher(committed_session_factory, threads=2)
+    app = create_app(settings, session_factory=committed_session_factory, dispatcher=dispatcher)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def wait_for_job(client: TestClient, job_id: str, timeout: float = 60.0) -> dict:
+    """Poll ``GET /v1/jobs/{id}`` until a final status; fail loudly on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = client.get(f"/v1/jobs/{job_id}").json()
+        if body["status"] in ("succeeded", "failed", "cancelled"):
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} still {body['status']} after {timeout}s: {body}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def tmp_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder)

@@ -1,0 +1,1 @@
+"""Job execution: the Celery app and tasks (production) and the in-process thread pool (embedded)."""

@@ -1,0 +1,26 @@
+"""Thin Celery tasks: a job id in, ``app.services.jobs.run_job`` does the rest."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+import app.services.registry  # noqa: F401  (registers every job handler)
+from app.db.engine import make_engine, make_session_factory
+from app.services.jobs import run_job
+from app.settings import get_settings
+from workers.celery_app import celery_app
+
+
+@lru_cache(maxsize=1)
+def worker_session_factory() -> sessionmaker[Session]:
+    return make_session_factory(make_engine(get_settings().database_url))
+
+
+@celery_app.task(name="evalplan.run_job", bind=True, acks_late=True, reject_on_worker_lost=True,
+                 autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
+def run_job_task(self, job_id: str) -> str:  # type: ignore[no-untyped-def]
+    """Run one job; a database outage is retried with backoff, a lost worker is redelivered."""
+    return run_job(worker_session_factory(), job_id)
