@@ -82,15 +82,15 @@ class Model(Base):
 
 
 class Score(Base):
+    """One score. No foreign keys, on purpose: per-row FK triggers tripled the cost of a bulk
+    upsert on PostgreSQL (docs/DECISIONS.md). ``app.services`` creates the model and item rows
+    in the same transaction before writing scores, and deletes scores with their owners."""
+
     __tablename__ = "scores"
     __table_args__ = (Index("ix_scores_item_pk", "item_pk"),)
 
-    model_id: Mapped[str] = mapped_column(
-        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
-    )
-    item_pk: Mapped[int] = mapped_column(
-        ForeignKey("items.pk", ondelete="CASCADE"), primary_key=True
-    )
+    model_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    item_pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
     metric: Mapped[str] = mapped_column(String(200), primary_key=True)
     value: Mapped[float] = mapped_column(Float, nullable=False)
 

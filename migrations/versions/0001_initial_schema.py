@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 20:19:52.286227
+Create Date: 2026-11-30
 """
 from alembic import op
 import sqlalchemy as sa
@@ -106,8 +106,6 @@ def upgrade() -> None:
     sa.Column('item_pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('metric', sa.String(length=200), nullable=False),
     sa.Column('value', sa.Float(), nullable=False),
-    sa.ForeignKeyConstraint(['item_pk'], ['items.pk'], ondelete='CASCADE'),
-    sa.ForeignKeyConstraint(['model_id'], ['models.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('model_id', 'item_pk', 'metric')
     )
     with op.batch_alter_table('scores', schema=None) as batch_op:

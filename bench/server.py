@@ -1,0 +1,68 @@
+"""Start a real `evalplan serve` process on a fresh PostgreSQL database, for benchmarks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from app.db.engine import make_engine
+from app.db.migrate import upgrade
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = os.environ.get("EVALPLAN_BENCH_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
+
+
+def fresh_database(name: str) -> str:
+    admin = make_engine(ADMIN_URL).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running_server(database_url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Yield (base_url, process) of `evalplan serve` (one uvicorn process) until the block ends."""
+    port = free_port()
+    environment = {**os.environ, "EVALPLAN_DATABASE_URL": database_url, "HF_HUB_OFFLINE": "1",
+                   "EVALPLAN_LOG_LEVEL": "WARNING", **env}
+    environment.pop("EVALPLAN_REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            env=environment, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("server did not start")
+        yield base, proc
+    finally:
+        proc.terminate()
+        proc.wait(20)
