@@ -35,7 +35,7 @@ from app.settings import Settings  # noqa: E402
 from workers.dispatch import InProcessDispatcher  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-TEST_DB_NAME = "evalplan_test"
+TEST_DB_NAME = f"evalplan_test_{os.getpid()}"  # one per pytest process: parallel runs never collide
 BACKENDS = ["sqlite", "postgresql"]
 
 
@@ -49,25 +49,27 @@ def services() -> Iterator[Services]:
     up.stop()
 
 
-def _fresh_postgres_database(admin_url: str) -> str:
+def _admin_execute(admin_url: str, *statements: str) -> None:
     admin = make_engine(admin_url).execution_options(isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)"))
-        conn.execute(text(f"CREATE DATABASE {TEST_DB_NAME}"))
+        for statement in statements:
+            conn.execute(text(statement))
     admin.dispose()
-    return make_url(admin_url).set(database=TEST_DB_NAME).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="session")
-def database_urls(services: Services, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def database_urls(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """One migrated database per backend (migrations run through Alembic, as in production)."""
+    _admin_execute(services.admin_pg_url, f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)",
+                   f"CREATE DATABASE {TEST_DB_NAME}")
     urls = {
         "sqlite": f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'evalplan.db'}",
-        "postgresql": _fresh_postgres_database(services.admin_pg_url),
+        "postgresql": make_url(services.admin_pg_url).set(database=TEST_DB_NAME).render_as_string(hide_password=False),
     }
     for url in urls.values():
         upgrade(url)
-    return urls
+    yield urls
+    _admin_execute(services.admin_pg_url, f"DROP DATABASE IF EXISTS {TEST_DB_NAME} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +91,8 @@ def engine(engines: dict[str, Engine], backend: str) -> Engine:
 
 
 def test_settings(database_url: str, **overrides: object) -> Settings:
-    return Settings(database_url=database_url, redis_url=None, **overrides)  # type: ignore[arg-type]
+    values: dict[str, object] = {"database_url": database_url, "redis_url": None, **overrides}
+    return Settings(**values)  # type: ignore[arg-type]
 
 
 class NoJobsDispatcher:

@@ -417,3 +417,37 @@ def test_same_task_in_two_files_is_rejected(client: TestClient, db_session_facto
     assert "'boolq'" in body["detail"]
     assert body["errors"][0]["file"] == other
     assert counts(db_session_factory) == NOTHING
+
+
+def test_overlong_task_name_is_422_on_every_backend(client: TestClient, db_session_factory) -> None:
+    task = "t" * 201  # benchmark names hold at most 200 characters (PostgreSQL would refuse it with a 500)
+    r = post_import(client, "m", [(samples_filename(task), samples_log_bytes(task, make_docs(3)))])
+    body = assert_problem(r, 422)
+    assert "201 characters" in body["detail"]
+    assert body["errors"][0]["file"] == samples_filename(task)
+    assert counts(db_session_factory) == NOTHING
+    ok = "t" * 200
+    assert post_import(client, "m", [(samples_filename(ok), samples_log_bytes(ok, make_docs(3)))]).status_code == 201
+
+
+def test_doc_id_beyond_32_bits_names_the_row(client: TestClient, db_session_factory) -> None:
+    records = samples_log_records("arc_easy", make_docs(4))
+    records[2]["doc_id"] = 2**31  # source_index is a 32-bit INTEGER (PostgreSQL would overflow with a 500)
+    r = post_import(client, "m", [(samples_filename("arc_easy"), records_to_bytes(records))])
+    body = assert_problem(r, 422)
+    assert body["errors"][0]["row"] == 3
+    assert body["errors"][0]["column"] == "doc_id"
+    assert str(2**31) in body["errors"][0]["detail"]
+    assert counts(db_session_factory) == NOTHING
+    records[2]["doc_id"] = 2**31 - 1
+    r = post_import(client, "m", [(samples_filename("arc_easy"), records_to_bytes(records))])
+    assert r.status_code == 201, r.text
+    assert [i["source_index"] for i in all_items(client, "arc_easy")] == [0, 1, 3, 2**31 - 1]
+
+
+def test_empty_file_is_422_naming_it(client: TestClient, db_session_factory) -> None:
+    r = post_import(client, "m", [log_file("boolq", make_docs(3)), (samples_filename("arc_easy"), b"\n\n")])
+    body = assert_problem(r, 422)
+    assert body["errors"][0]["file"] == samples_filename("arc_easy")
+    assert "no records" in body["detail"]
+    assert counts(db_session_factory) == NOTHING

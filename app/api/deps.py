@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from app.db.models import Job
+from app.db.models import Job, utcnow
 from app.errors import InvalidInput, ServiceUnavailable
 from app.settings import Settings
 
@@ -54,7 +54,7 @@ def submit_job(request: Request, job_id: str, queue: str) -> None:
         with request.app.state.session_factory() as session:
             job = session.get(Job, job_id)
             if job is not None:
-                job.status = "failed"
+                job.status, job.finished_at = "failed", utcnow()
                 job.error = {"status": 503, "title": "Service unavailable", "detail": f"could not enqueue: {exc}"}
                 session.commit()
         raise ServiceUnavailable(f"the job queue is unreachable: {type(exc).__name__}",

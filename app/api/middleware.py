@@ -46,34 +46,50 @@ class BodyLimitMiddleware:
             await _send_bytes(send, status, body, "application/problem+json", [(b"connection", b"close")])
             return
         received = 0
+        too_large: PayloadTooLarge | None = None
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, too_large
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise PayloadTooLarge(
+                    too_large = PayloadTooLarge(
                         f"request body exceeds the limit of {self.max_bytes} bytes (setting EVALPLAN_MAX_UPLOAD_BYTES)",
                         [{"header": "Content-Length", "detail": f"more than {self.max_bytes} bytes"}],
                     )
+                    raise too_large
             return message
 
         started = False
+        replaced = False
+
+        async def send_413(exc: PayloadTooLarge) -> None:
+            status, body = _problem(413, exc.title, exc.detail, scope["path"], exc.slug)
+            await _send_bytes(send, status, body, "application/problem+json", [(b"connection", b"close")])
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, replaced
+            if replaced:
+                return  # the rest of the app's own response, already replaced by the 413
             if message["type"] == "http.response.start":
                 started = True
+                if too_large is not None and message["status"] != 413:
+                    # The app caught the error itself (FastAPI turns a failed body read into
+                    # "400 error parsing the body"): the answer is still 413.
+                    replaced = True
+                    await send_413(too_large)
+                    return
             await send(message)
 
         try:
             await self.app(scope, limited_receive, tracking_send)
         except PayloadTooLarge as exc:
+            if replaced:
+                return
             if started:
                 raise
-            status, body = _problem(413, exc.title, exc.detail, scope["path"], exc.slug)
-            await _send_bytes(send, status, body, "application/problem+json", [(b"connection", b"close")])
+            await send_413(exc)
 
 
 class IdempotencyMiddleware:

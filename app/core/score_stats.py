@@ -30,8 +30,9 @@ def score_matrix_stats(
         item_counts = observed.sum(axis=0)
         model_means = np.where(model_counts > 0, np.nansum(matrix, axis=1) / np.maximum(model_counts, 1), np.nan)
         item_means = np.where(item_counts > 0, np.nansum(matrix, axis=0) / np.maximum(item_counts, 1), np.nan)
-        item_min = np.where(item_counts > 0, np.nanmin(np.where(observed, matrix, np.inf), axis=0), np.nan)
-        item_max = np.where(item_counts > 0, np.nanmax(np.where(observed, matrix, -np.inf), axis=0), np.nan)
+        # ``initial`` keeps the reductions valid on a matrix without models (shape (0, n_items)).
+        item_min = np.where(item_counts > 0, np.min(np.where(observed, matrix, np.inf), axis=0, initial=np.inf), np.nan)
+        item_max = np.where(item_counts > 0, np.max(np.where(observed, matrix, -np.inf), axis=0, initial=-np.inf), np.nan)
 
     constant = [
         {"item": item_ids[j], "value": float(item_min[j]), "n_observed": int(item_counts[j])}
@@ -39,7 +40,8 @@ def score_matrix_stats(
     ]
 
     groups: dict[bytes, list[int]] = {}
-    filled = np.where(observed, matrix, np.inf)  # inf marks missing; NaN would never compare equal
+    # inf marks missing (NaN would never compare equal); + 0.0 turns -0.0 into 0.0 so equal rows have equal bytes.
+    filled = np.where(observed, matrix + 0.0, np.inf)
     for i in range(n_models):
         groups.setdefault(filled[i].tobytes(), []).append(i)
     duplicates = [[model_names[i] for i in idx] for idx in groups.values() if len(idx) > 1]

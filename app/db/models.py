@@ -95,6 +95,19 @@ class Score(Base):
     value: Mapped[float] = mapped_column(Float, nullable=False)
 
 
+class BenchmarkModel(Base):
+    """A model that has scores on a benchmark, with its row position in the wide matrix
+    (first-upload order, so a download reproduces the uploaded row order)."""
+
+    __tablename__ = "benchmark_models"
+
+    benchmark_id: Mapped[str] = mapped_column(
+        ForeignKey("benchmarks.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (Index("ix_jobs_kind_benchmark", "kind", "benchmark_id"),)

@@ -25,6 +25,12 @@ PROMPT_DOC_KEYS = ("prompt", "question", "query", "problem", "input", "text", "i
 
 DEFAULT_FILTER = "none"
 
+MAX_TASK_NAME = 200
+"""Longest task name: it becomes a benchmark name (``benchmarks.name`` is VARCHAR(200))."""
+
+MAX_DOC_ID = 2**31 - 1
+"""Largest ``doc_id``: it is stored as the item's ``source_index`` (a 32-bit INTEGER)."""
+
 
 def task_from_filename(filename: str) -> str:
     """Return the task name of a ``samples_<task>_<date>.jsonl`` file name or path."""
@@ -36,7 +42,11 @@ def task_from_filename(filename: str) -> str:
             "expected samples_<task>_<YYYY-MM-DDTHH-MM-SS[.ffffff]>.jsonl"
         )
         raise InvalidInput(detail, [{"file": filename, "detail": detail}])
-    return match.group("task")
+    task = match.group("task")
+    if len(task) > MAX_TASK_NAME:
+        detail = f"task name in {base!r} is {len(task)} characters long; at most {MAX_TASK_NAME} are allowed"
+        raise InvalidInput(detail, [{"file": filename, "detail": detail}])
+    return task
 
 
 @dataclass
@@ -175,9 +185,9 @@ def parse_samples(
 
         ok = True
         doc_id = record.get("doc_id")
-        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0:
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= MAX_DOC_ID:
             errors.add(
-                f"doc_id must be a non-negative integer, got {_short(doc_id)}",
+                f"doc_id must be an integer from 0 to {MAX_DOC_ID}, got {_short(doc_id)}",
                 row=row,
                 column="doc_id",
             )

@@ -14,6 +14,18 @@ import numpy as np
 from app.core.score_scale import ScoreScale, parse_score
 from app.errors import ErrorCollector, InvalidInput
 
+MAX_ITEM_ID = 200  # items.item_id is VARCHAR(200)
+MAX_MODEL_NAME = 300  # models.name is VARCHAR(300)
+
+
+def _name_problem(kind: str, name: str, limit: int) -> str | None:
+    """Why ``name`` cannot be stored (PostgreSQL rejects over-long values and NUL), or None."""
+    if len(name) > limit:
+        return f"{kind} must be at most {limit} characters, got {len(name)}"
+    if "\x00" in name:
+        return f"{kind} must not contain NUL characters"
+    return None
+
 
 @dataclass
 class ScoreUpload:
@@ -44,6 +56,7 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
         raise InvalidInput(f"malformed CSV: {exc}", [{"row": 1, "column": None, "detail": str(exc)}])
     if not header or header[0].strip() != "model":
         raise InvalidInput(
+            f"invalid CSV header: at row 1, column {header[0] if header else ''!r}: "
             "the first column of the header must be 'model'",
             [{"row": 1, "column": header[0] if header else None, "detail": "expected 'model'"}],
         )
@@ -52,6 +65,8 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
     for j, item in enumerate(item_ids):
         if not item:
             errors.add("empty item id in header", row=1, column=j + 2)
+        elif (reason := _name_problem("item id", item, MAX_ITEM_ID)) is not None:
+            errors.add(reason, row=1, column=j + 2)
         elif item in seen_items:
             errors.add(f"item {item!r} appears twice in the header (same cell twice)", row=1, column=item)
         seen_items.setdefault(item, j)
@@ -70,11 +85,16 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
             if not record or (len(record) == 1 and not record[0].strip()):
                 continue
             if len(record) != n_cols:
-                errors.add(f"expected {n_cols} fields, found {len(record)}", row=line, column=None)
+                # short row: the first missing item column; long row: the 1-based position of the first extra field
+                where = item_ids[len(record) - 1] if len(record) < n_cols else n_cols + 1
+                errors.add(f"expected {n_cols} fields, found {len(record)}", row=line, column=where)
                 continue
             name = record[0].strip()
             if not name:
                 errors.add("empty model name", row=line, column="model")
+                continue
+            if (reason := _name_problem("model name", name, MAX_MODEL_NAME)) is not None:
+                errors.add(reason, row=line, column="model")
                 continue
             if name in seen_models:
                 errors.add(f"model {name!r} appears twice (same cells twice; first at row {seen_models[name]})",
@@ -131,6 +151,12 @@ def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
                 record[key] = str(value)
             elif not isinstance(value, str) or not value.strip():
                 errors.add(f"{key!r} must be a non-empty string", row=row, column=key)
+                bad = True
+                continue
+            limit, kind = (MAX_MODEL_NAME, "model name") if key == "model" else (MAX_ITEM_ID, "item id")
+            reason = _name_problem(kind, str(record[key]).strip(), limit)
+            if reason is not None:
+                errors.add(reason, row=row, column=key)
                 bad = True
         raw = record.get("score")
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):

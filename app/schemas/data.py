@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
+
+
+def _as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes for ``DateTime(timezone=True)``; they are UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 
 
 class BenchmarkCreate(BaseModel):
@@ -36,7 +44,7 @@ class BenchmarkOut(BaseModel):
     data_version: int
     n_items: int
     n_models: int
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class BenchmarkList(BaseModel):
@@ -95,7 +103,7 @@ class ModelOut(BaseModel):
     name: str
     family: str | None
     metadata: dict[str, Any]
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class ModelList(BaseModel):
@@ -117,9 +125,9 @@ class JobOut(BaseModel):
     result: Any | None
     error: dict[str, Any] | None
     attempts: int
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
 
 
 class JobList(BaseModel):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import distinct, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.score_scale import ScoreScale
-from app.db.models import Benchmark, Item, Score
+from app.db.models import Benchmark, BenchmarkModel, Item
 from app.errors import Conflict, InvalidInput
-from app.services.pagination import Page, decode_cursor, encode_cursor
+from app.services.pagination import Page, decode_cursor, encode_cursor, invalid_cursor
 
 
 @dataclass
@@ -71,7 +71,7 @@ def create_benchmark(
 
 
 def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """(n_items, n_models) per benchmark id; n_models counts models with any score."""
+    """(n_items, n_models) per benchmark id; n_models counts models with scores on it."""
     if not benchmark_ids:
         return {}
     n_items = dict(
@@ -81,10 +81,9 @@ def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, i
     )
     n_models = dict(
         session.execute(
-            select(Item.benchmark_id, func.count(distinct(Score.model_id)))
-            .join(Score, Score.item_pk == Item.pk)
-            .where(Item.benchmark_id.in_(benchmark_ids))
-            .group_by(Item.benchmark_id)
+            select(BenchmarkModel.benchmark_id, func.count())
+            .where(BenchmarkModel.benchmark_id.in_(benchmark_ids))
+            .group_by(BenchmarkModel.benchmark_id)
         ).all()
     )
     return {b: (int(n_items.get(b, 0)), int(n_models.get(b, 0))) for b in benchmark_ids}
@@ -97,9 +96,11 @@ def view(session: Session, benchmark: Benchmark) -> BenchmarkView:
 
 def list_benchmarks(session: Session, *, limit: int, cursor: str | None, capability: str | None = None) -> Page[BenchmarkView]:
     after = decode_cursor(cursor)
+    if after is not None and not isinstance(after, str):
+        raise invalid_cursor("not a benchmark cursor")
     stmt = select(Benchmark).order_by(Benchmark.id).limit(limit + 1)
     if after is not None:
-        stmt = stmt.where(Benchmark.id > str(after))
+        stmt = stmt.where(Benchmark.id > after)
     if capability is not None:
         stmt = stmt.where(Benchmark.capability == capability)
     rows = list(session.scalars(stmt))

@@ -77,7 +77,7 @@ def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
         ])
         pk_of = ensure_items(session, benchmark, [str(item.doc_id) for item in log.items])
         values = np.array([[item.score for item in log.items]], dtype=np.float64)
-        n_scores = write_scores(session, [model_id], [pk_of[str(item.doc_id)] for item in log.items], values, log.metric)
+        n_scores = write_scores(session, benchmark, [model_id], [pk_of[str(item.doc_id)] for item in log.items], values, log.metric)
         benchmark.data_version = (benchmark.data_version or 0) + 1
         session.flush()
         summaries.append({

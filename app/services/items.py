@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Benchmark, Item
 from app.errors import ErrorCollector, InvalidInput
-from app.services.pagination import Page, decode_cursor, encode_cursor
+from app.services.pagination import Page, decode_cursor, encode_cursor, is_row_key
 
 
 @dataclass
@@ -85,6 +85,11 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
         if fields is not None and not isinstance(fields, dict):
             errors.add("'fields' must be an object", row=row, column="fields")
             continue
+        nul = next((k for k, v in (("id", item_id), ("prompt", prompt), ("target", target))
+                    if isinstance(v, str) and "\x00" in v), None)
+        if nul is not None:  # PostgreSQL text cannot hold NUL; reject on every backend alike
+            errors.add(f"'{nul}' must not contain NUL characters", row=row, column=nul)
+            continue
         unknown = set(obj) - {"id", "prompt", "target", "fields"}
         if unknown:
             errors.add(f"unknown keys {sorted(unknown)}; put extra data under 'fields'", row=row, column=sorted(unknown)[0])
@@ -152,7 +157,7 @@ def list_items(session: Session, benchmark: Benchmark, *, limit: int, cursor: st
     after = decode_cursor(cursor)
     stmt = select(Item).where(Item.benchmark_id == benchmark.id).order_by(Item.pk).limit(limit + 1)
     if after is not None:
-        if not isinstance(after, int):
+        if not is_row_key(after):
             raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not an item cursor"}])
         stmt = stmt.where(Item.pk > after)
     rows = list(session.scalars(stmt))

@@ -167,9 +167,11 @@ def list_jobs(session: Session, *, limit: int, cursor: str | None, kind: str | N
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInput(f"unknown status {status!r}", [{"parameter": "status", "detail": f"one of {JOB_STATUSES}"}])
     after = decode_cursor(cursor)
+    if after is not None and not isinstance(after, str):
+        raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not a job cursor"}])
     stmt = select(Job).order_by(Job.id.desc()).limit(limit + 1)
     if after is not None:
-        stmt = stmt.where(Job.id < str(after))
+        stmt = stmt.where(Job.id < after)
     if kind is not None:
         stmt = stmt.where(Job.kind == kind)
     if status is not None:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Model
 from app.errors import Conflict
-from app.services.pagination import Page, decode_cursor, encode_cursor
+from app.services.pagination import Page, decode_cursor, encode_cursor, invalid_cursor
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
@@ -40,9 +40,11 @@ def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
 
 def list_models(session: Session, *, limit: int, cursor: str | None, family: str | None = None) -> Page[Model]:
     after = decode_cursor(cursor)
+    if after is not None and not isinstance(after, str):
+        raise invalid_cursor("not a model cursor")
     stmt = select(Model).order_by(Model.id).limit(limit + 1)
     if after is not None:
-        stmt = stmt.where(Model.id > str(after))
+        stmt = stmt.where(Model.id > after)
     if family is not None:
         stmt = stmt.where(Model.family == family)
     rows = list(session.scalars(stmt))

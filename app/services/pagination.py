@@ -22,6 +22,15 @@ def encode_cursor(key: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
 
 
+def invalid_cursor(detail: str = "not a cursor returned by this API") -> InvalidInput:
+    return InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": detail}])
+
+
+def is_row_key(value: Any) -> bool:
+    """An integer row key that fits a 64-bit column (bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
 def decode_cursor(cursor: str | None) -> Any:
     if cursor is None or cursor == "":
         return None

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
-from app.db.models import Benchmark, Item, Model
+from app.db.models import Benchmark, BenchmarkModel, Item, Model
 
 UPSERT_SQL = (
     "INSERT INTO scores (model_id, item_pk, metric, value) {source} "
@@ -32,14 +32,30 @@ class ScoreMatrix:
     values: np.ndarray
 
 
+def register_models(session: Session, benchmark: Benchmark, model_ids: list[str]) -> None:
+    """Give models new to this benchmark the next row positions, in the given order."""
+    known = set(session.scalars(select(BenchmarkModel.model_id).where(BenchmarkModel.benchmark_id == benchmark.id)))
+    new = [m for m in dict.fromkeys(model_ids) if m not in known]
+    if not new:
+        return
+    start = session.scalar(
+        select(func.coalesce(func.max(BenchmarkModel.position), -1)).where(BenchmarkModel.benchmark_id == benchmark.id)
+    )
+    session.execute(insert(BenchmarkModel), [
+        {"benchmark_id": benchmark.id, "model_id": m, "position": start + 1 + k} for k, m in enumerate(new)
+    ])
+
+
 def write_scores(
     session: Session,
+    benchmark: Benchmark,
     model_ids: list[str],
     item_pks: list[int],
     values: np.ndarray,
     metric: str,
 ) -> int:
     """Upsert every non-NaN cell of ``values`` (rows = model_ids, columns = item_pks)."""
+    register_models(session, benchmark, model_ids)
     rows_idx, cols_idx = np.nonzero(~np.isnan(values))
     if rows_idx.size == 0:
         return 0
@@ -76,7 +92,7 @@ def load_matrix(session: Session, benchmark: Benchmark, metric: str) -> ScoreMat
     """Load a benchmark's scores for ``metric`` as a dense matrix.
 
     Columns are every item of the benchmark in upload order; rows are the models
-    with at least one score, in creation order.
+    with at least one score for ``metric``, in the order they were first uploaded.
     """
     item_rows = session.execute(
         select(Item.pk, Item.item_id).where(Item.benchmark_id == benchmark.id).order_by(Item.pk)
@@ -89,10 +105,15 @@ def load_matrix(session: Session, benchmark: Benchmark, metric: str) -> ScoreMat
         "WHERE i.benchmark_id = :b AND s.metric = :m"
     )
     triples = session.execute(text(sql), {"b": benchmark.id, "m": metric}).all()
-    model_ids = sorted({t[0] for t in triples})
-    names = dict(
-        session.execute(select(Model.id, Model.name).where(Model.id.in_(model_ids))).all()
-    ) if len(model_ids) <= 30000 else {}
+    scored = {t[0] for t in triples}
+    members = session.execute(
+        select(BenchmarkModel.model_id, Model.name)
+        .join(Model, Model.id == BenchmarkModel.model_id)
+        .where(BenchmarkModel.benchmark_id == benchmark.id)
+        .order_by(BenchmarkModel.position)
+    ).all()
+    model_ids = [m for m, _ in members if m in scored]
+    names = dict(members)
     row_of = {m: i for i, m in enumerate(model_ids)}
     values = np.full((len(model_ids), len(item_pks)), np.nan)
     if triples:

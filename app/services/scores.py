@@ -14,7 +14,7 @@ from app.interop.score_csv import ScoreUpload, parse_long_json, parse_wide_csv, 
 from app.services.benchmarks import scale_of
 from app.services.items import ensure_items
 from app.services.models_registry import ensure_models
-from app.services.pagination import decode_cursor, encode_cursor
+from app.services.pagination import decode_cursor, encode_cursor, invalid_cursor, is_row_key
 from app.services.score_store import ScoreMatrix, load_matrix, write_scores
 
 METRIC_RE = re.compile(r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
@@ -49,6 +49,7 @@ def store_upload(session: Session, benchmark: Benchmark, upload: ScoreUpload, me
     pk_of = ensure_items(session, benchmark, upload.item_ids)
     n = write_scores(
         session,
+        benchmark,
         [model_of[name] for name in upload.model_names],
         [pk_of[i] for i in upload.item_ids],
         upload.values,
@@ -90,10 +91,10 @@ def list_score_cells(session: Session, benchmark: Benchmark, metric: str | None,
     where = "i.benchmark_id = :b AND s.metric = :m"
     params: dict[str, Any] = {"b": benchmark.id, "m": metric, "n": limit + 1}
     if after is not None:
-        if not (isinstance(after, list) and len(after) == 2):
-            raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not a score cursor"}])
+        if not (isinstance(after, list) and len(after) == 2 and isinstance(after[0], str) and is_row_key(after[1])):
+            raise invalid_cursor("not a score cursor")
         where += " AND (s.model_id > :am OR (s.model_id = :am AND s.item_pk > :ai))"
-        params.update(am=str(after[0]), ai=int(after[1]))
+        params.update(am=after[0], ai=after[1])
     rows = session.execute(text(
         "SELECT s.model_id, s.item_pk, md.name, i.item_id, s.value FROM scores s "
         "JOIN items i ON i.pk = s.item_pk JOIN models md ON md.id = s.model_id "

@@ -101,6 +101,14 @@ def upgrade() -> None:
     with op.batch_alter_table('job_inputs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_job_inputs_job_id'), ['job_id'], unique=False)
 
+    op.create_table('benchmark_models',
+    sa.Column('benchmark_id', sa.String(length=40), nullable=False),
+    sa.Column('model_id', sa.String(length=40), nullable=False),
+    sa.Column('position', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['benchmark_id'], ['benchmarks.id'], ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['model_id'], ['models.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('benchmark_id', 'model_id')
+    )
     op.create_table('scores',
     sa.Column('model_id', sa.String(length=40), nullable=False),
     sa.Column('item_pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -120,6 +128,7 @@ def downgrade() -> None:
         batch_op.drop_index('ix_scores_item_pk')
 
     op.drop_table('scores')
+    op.drop_table('benchmark_models')
     with op.batch_alter_table('job_inputs', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_job_inputs_job_id'))
 
