@@ -90,7 +90,7 @@ def engine(engines: dict[str, Engine], backend: str) -> Engine:
     return engines[backend]
 
 
-def test_settings(database_url: str, **overrides: object) -> Settings:
+def settings_for(database_url: str, **overrides: object) -> Settings:
     values: dict[str, object] = {"database_url": database_url, "redis_url": None, **overrides}
     return Settings(**values)  # type: ignore[arg-type]
 
@@ -114,7 +114,7 @@ def db_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
 
 @pytest.fixture
 def client(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[TestClient]:
-    app = create_app(test_settings(database_urls[backend]), session_factory=db_session_factory,
+    app = create_app(settings_for(database_urls[backend]), session_factory=db_session_factory,
                      dispatcher=NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
@@ -136,7 +136,7 @@ def committed_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]
 @pytest.fixture
 def committed_client(committed_session_factory: sessionmaker[Session], database_urls: dict[str, str],
                      backend: str) -> Iterator[TestClient]:
-    settings = test_settings(database_urls[backend])
+    settings = settings_for(database_urls[backend])
     dispatcher = InProcessDispatcher(committed_session_factory, threads=2)
     app = create_app(settings, session_factory=committed_session_factory, dispatcher=dispatcher)
     with TestClient(app, raise_server_exceptions=False) as test_client:

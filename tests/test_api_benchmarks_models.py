@@ -236,3 +236,25 @@ def test_models_from_score_upload_are_listed(client) -> None:
     assert r.status_code == 200, r.text
     assert [m["name"] for m in client.get("/v1/models").json()["items"]] == ["new-1", "new-2"]
     assert assert_problem(client.post("/v1/models", json={"name": "new-1"}), 409)
+
+
+def test_model_names_with_slash(client) -> None:
+    r = client.post("/v1/models", json={"name": "meta-llama/Llama-3-8B"})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert client.get("/v1/models/meta-llama/Llama-3-8B").json() == created
+    assert client.get("/v1/models/meta-llama%2FLlama-3-8B").json() == created
+    # a name made by a score upload is reachable too
+    client.post("/v1/benchmarks", json={"name": "s"})
+    client.post("/v1/benchmarks/s/scores", content=b"model,a\norg/other,1\n", headers={"content-type": "text/csv"})
+    assert client.get("/v1/models/org/other").json()["name"] == "org/other"
+    assert_problem(client.get("/v1/models/org/missing"), 404)
+    assert_problem(client.post("/v1/models", json={"name": "bad\nname"}), 422)
+    assert_problem(client.post("/v1/models", json={"name": "m" * 301}), 422)
+
+
+def test_names_shaped_like_ids_are_refused(client):
+    for path in ("/v1/benchmarks", "/v1/models"):
+        r = client.post(path, json={"name": "bm_0123456789abcdef01234567"})
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["field"] == "name"

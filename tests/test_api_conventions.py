@@ -73,7 +73,7 @@ def test_domain_errors_have_a_typed_urn(client) -> None:
 
 @pytest.fixture
 def crash_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
-    app: FastAPI = create_app(conftest.test_settings(database_urls[backend]), session_factory=db_session_factory,
+    app: FastAPI = create_app(conftest.settings_for(database_urls[backend]), session_factory=db_session_factory,
                               dispatcher=conftest.NoJobsDispatcher())
 
     def boom() -> None:

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from conftest import test_settings as make_test_settings
+from conftest import settings_for as make_test_settings
 from conftest import wait_for_job
 from lm_eval_logs import make_docs, records_to_bytes, samples_filename, samples_log_bytes, samples_log_records
 

@@ -372,7 +372,7 @@ def test_csv_with_charset_parameter_is_accepted(client) -> None:
 
 @pytest.fixture
 def small_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
-    settings = conftest.test_settings(database_urls[backend], max_upload_bytes=1000)
+    settings = conftest.settings_for(database_urls[backend], max_upload_bytes=1000)
     app = create_app(settings, session_factory=db_session_factory, dispatcher=conftest.NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
@@ -498,3 +498,32 @@ def test_stats_per_metric_and_empty_benchmark(committed_client) -> None:
     assert job["status"] == "succeeded", job
     stats = client.get("/v1/benchmarks/b/stats", params={"metric": "f1"}).json()
     assert stats["metric"] == "f1" and stats["mean"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("name, fallback, encoded", [
+    ("mmlu", "mmlu.scores.csv", "mmlu.scores.csv"),
+    ("日本語", "___.scores.csv", "%E6%97%A5%E6%9C%AC%E8%AA%9E.scores.csv"),
+    ('say "hi"', "say _hi_.scores.csv", "say%20%22hi%22.scores.csv"),
+])
+def test_csv_download_filename_for_any_benchmark_name(client, name: str, fallback: str, encoded: str) -> None:
+    from urllib.parse import quote
+
+    new_benchmark(client, name)
+    upload_csv(client, "model,a\nm1,1\n", bench=quote(name, safe=""))
+    r = client.get(f"/v1/benchmarks/{quote(name, safe='')}/scores")
+    assert r.status_code == 200, r.text
+    assert r.text == "model,a\nm1,1\n"
+    assert r.headers["content-disposition"] == f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def test_rejected_oversize_body_does_not_burn_the_idempotency_key(small_client, db_session_factory) -> None:
+    from app.db.models import IdempotencyRecord
+
+    new_benchmark(small_client)
+    headers = {"idempotency-key": "big-1", **CSV}
+    assert_problem(small_client.post("/v1/benchmarks/b/scores", content=iter([big_csv()]), headers=headers), 413)
+    with db_session_factory() as session:
+        assert session.scalar(select(func.count()).select_from(IdempotencyRecord)) == 0
+    r = small_client.post("/v1/benchmarks/b/scores", content=b"model,a\nm1,1\n", headers=headers)
+    assert r.status_code == 200, r.text
+    assert download_csv(small_client) == "model,a\nm1,1\n"

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, inspect
 
 from conftest import empty_all_tables, wait_for_job
-from conftest import test_settings as make_test_settings
+from conftest import settings_for as make_test_settings
 from lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
 
 from app.db.engine import make_engine, make_session_factory
@@ -72,7 +72,7 @@ def redis_db(services) -> Iterator[str]:
 
 
 def celery_settings(pg_url: str, redis_url: str, **overrides: object) -> Settings:
-    # conftest.test_settings pins redis_url=None; production mode differs by that one setting.
+    # conftest.settings_for pins redis_url=None; production mode differs by that one setting.
     return make_test_settings(pg_url, **overrides).model_copy(update={"redis_url": redis_url})
 
 

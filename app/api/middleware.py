@@ -27,6 +27,39 @@ async def _send_bytes(send: Send, status: int, body: bytes, content_type: str, e
     await send({"type": "http.response.body", "body": body})
 
 
+def request_fingerprint(content_type: bytes, query: bytes, body: Any) -> str:
+    """SHA-256 of content type, query and body (a seekable file).
+
+    A multipart body's random boundary is replaced by a fixed token first, so a client
+    retrying the same upload (with a fresh boundary) gets the same fingerprint.
+    """
+    boundary = _multipart_boundary(content_type)
+    digest = hashlib.sha256()
+    media = content_type.split(b";")[0].strip().lower() if boundary else content_type
+    digest.update(media + b"\n" + query + b"\n")
+    body.seek(0)
+    carry = b""
+    keep = len(boundary) - 1 if boundary else 0
+    while chunk := body.read(1024 * 1024):
+        data = carry + chunk
+        if boundary:
+            data = data.replace(boundary, b"\x00boundary\x00")
+        carry = data[len(data) - keep:] if keep else b""
+        digest.update(data[:len(data) - keep] if keep else data)
+    digest.update(carry)
+    return digest.hexdigest()
+
+
+def _multipart_boundary(content_type: bytes) -> bytes | None:
+    if not content_type.lower().startswith(b"multipart/"):
+        return None
+    for part in content_type.split(b";")[1:]:
+        name, _, value = part.strip().partition(b"=")
+        if name.lower() == b"boundary" and value:
+            return value.strip(b'"')
+    return None
+
+
 class BodyLimitMiddleware:
     """Reject bodies over ``max_bytes`` with 413, by Content-Length or while streaming."""
 
@@ -118,8 +151,6 @@ class IdempotencyMiddleware:
             await _send_bytes(send, status, body, "application/problem+json")
             return
 
-        digest = hashlib.sha256()
-        digest.update(headers.get(b"content-type", b"") + b"\n" + scope.get("query_string", b"") + b"\n")
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
         more = True
         while more:
@@ -127,11 +158,9 @@ class IdempotencyMiddleware:
             if message["type"] == "http.disconnect":
                 spool.close()
                 return
-            chunk = message.get("body", b"")
-            digest.update(chunk)
-            spool.write(chunk)
+            spool.write(message.get("body", b""))
             more = message.get("more_body", False)
-        request_hash = digest.hexdigest()
+        request_hash = request_fingerprint(headers.get(b"content-type", b""), scope.get("query_string", b""), spool)
         factory = self.get_session_factory(scope)
 
         with factory() as session:

@@ -7,6 +7,7 @@ never look like a plain benchmark or model name.
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import threading
 import time
@@ -24,3 +25,11 @@ def new_id(prefix: str) -> str:
         _last_ms = ms
         seq = next(_counter) & 0xFFFFFF
     return f"{prefix}_{ms:012x}{seq:06x}{secrets.token_hex(3)}"
+
+
+ID_PATTERN = re.compile(r"^[a-z]+_[0-9a-f]{24}$")
+
+
+def looks_like_id(name: str) -> bool:
+    """True for strings shaped like a server id; such names are refused (lookups try ids first)."""
+    return bool(ID_PATTERN.match(name))

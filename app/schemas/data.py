@@ -8,6 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
+# Model names may hold '/' (Hugging Face ids such as "meta-llama/Llama-3-8B", which score uploads
+# create); GET /v1/models/{model} takes them as a path. models.name is VARCHAR(300).
+MODEL_NAME_PATTERN = r"^[^\x00-\x1f]{1,300}$"
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -93,7 +96,7 @@ class ScoreList(BaseModel):
 class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=MODEL_NAME_PATTERN)
     family: str | None = Field(None, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -8,12 +8,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Model
-from app.errors import Conflict
+from app.db.ids import looks_like_id
+from app.errors import Conflict, InvalidInput
 from app.services.pagination import Page, decode_cursor, encode_cursor, invalid_cursor
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Model:
+    if looks_like_id(name):
+        raise InvalidInput(f"{name!r} has the shape of a server id; choose another model name",
+                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
     if session.scalars(select(Model.id).where(Model.name == name)).first() is not None:
         raise Conflict(f"a model named {name!r} already exists",
                        [{"field": "name", "detail": "model names are unique"}])

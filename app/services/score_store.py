@@ -54,9 +54,13 @@ def write_scores(
     values: np.ndarray,
     metric: str,
 ) -> int:
-    """Upsert every non-NaN cell of ``values`` (rows = model_ids, columns = item_pks)."""
-    register_models(session, benchmark, model_ids)
-    rows_idx, cols_idx = np.nonzero(~np.isnan(values))
+    """Upsert every non-NaN cell of ``values`` (rows = model_ids, columns = item_pks).
+
+    A model row without any value stores nothing, so it does not join the benchmark.
+    """
+    observed = ~np.isnan(values)
+    register_models(session, benchmark, [m for m, row in zip(model_ids, observed) if row.any()])
+    rows_idx, cols_idx = np.nonzero(observed)
     if rows_idx.size == 0:
         return 0
     cell_values = values[rows_idx, cols_idx].tolist()

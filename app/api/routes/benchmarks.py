@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
@@ -28,6 +30,12 @@ from app.services.lookups import get_benchmark
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
 
 METRIC_QUERY = Query(None, description="Score metric; default the benchmark's default_metric ('score').")
+
+
+def attachment(filename: str) -> str:
+    """A Content-Disposition header (RFC 6266) for any name: an ASCII fallback plus the UTF-8 ``filename*``."""
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in filename)
+    return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{quote(filename, safe="")}'
 
 
 def benchmark_out(v: benchmark_service.BenchmarkView) -> BenchmarkOut:
@@ -123,7 +131,7 @@ def download_scores(benchmark: str, request: Request, metric: str | None = METRI
     if not wants_json:
         csv_text = score_service.download_csv(session, bench, metric)
         return Response(csv_text, media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": f'attachment; filename="{bench.name}.scores.csv"'})
+                        headers={"Content-Disposition": attachment(f"{bench.name}.scores.csv")})
     cells, next_cursor = score_service.list_score_cells(session, bench, metric, limit=page.limit, cursor=page.cursor)
     return JSONResponse({"items": cells, "next_cursor": next_cursor})
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import SessionDep, submit_job
 from app.errors import InvalidInput
-from app.schemas.data import NAME_PATTERN
+from app.schemas.data import MODEL_NAME_PATTERN
 from app.services import imports as import_service
 from app.services.jobs import create_job
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/imports", tags=["imports"])
 @router.post("/lm-eval", status_code=201, responses={202: {"description": "Large upload: imported by a job."}})
 async def import_lm_eval(
     request: Request,
-    model: str = Form(..., pattern=NAME_PATTERN, description="The evaluated model's name."),
+    model: str = Form(..., pattern=MODEL_NAME_PATTERN, description="The evaluated model's name."),
     files: list[UploadFile] = File(..., description="One or more samples_<task>_<date>.jsonl files."),
     metric: str | None = Form(None, description="Metric key; default the first of each line's `metrics`."),
     filter: str | None = Form(None, description="lm-eval filter; default 'none' if present, else the first."),

@@ -32,6 +32,6 @@ def list_models(family: str | None = Query(None), page: PageParams = PageDep, se
     return ModelList(items=[model_out(m) for m in result.items], next_cursor=result.next_cursor)
 
 
-@router.get("/{model}", response_model=ModelOut)
+@router.get("/{model:path}", response_model=ModelOut)
 def read_model(model: str, session: Session = SessionDep) -> ModelOut:
     return model_out(get_model(session, model))
