@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -158,3 +159,58 @@ class IdempotencyRecord(Base):
     content_type: Mapped[str | None] = mapped_column(String(200))
     response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Embedding(Base):
+    """An item-text embedding, cached by (sha256 of the text, embedding model).
+
+    A re-upload, a rename or another benchmark with the same text never re-embeds.
+    ``vector`` holds ``dim`` float32 values (little-endian bytes).
+    """
+
+    __tablename__ = "embeddings"
+    __table_args__ = (UniqueConstraint("text_hash", "model", name="uq_embeddings_text_model"),)
+
+    pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    text_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    model: Mapped[str] = mapped_column(String(300), nullable=False)
+    dim: Mapped[int] = mapped_column(Integer, nullable=False)
+    vector: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    n_tokens: Mapped[int | None] = mapped_column(Integer)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Coreset(Base):
+    """A selected subset of items over one or more benchmarks, with how it was made."""
+
+    __tablename__ = "coresets"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("cs"))
+    name: Mapped[str | None] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer, default=1, nullable=False)
+    method: Mapped[str] = mapped_column(String(60), nullable=False)
+    status: Mapped[str] = mapped_column(String(20), default="pending", nullable=False)
+    benchmark_ids: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    budget: Mapped[Any] = mapped_column(JSON, nullable=False)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
+    seed: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    reference_models: Mapped[Any | None] = mapped_column(JSON)
+    predictor: Mapped[str | None] = mapped_column(String(60))
+    embedding_model: Mapped[str | None] = mapped_column(String(300))
+    job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    diagnostics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class CoresetItem(Base):
+    __tablename__ = "coreset_items"
+
+    coreset_id: Mapped[str] = mapped_column(ForeignKey("coresets.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"), nullable=False, index=True)
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
+    gain: Mapped[float | None] = mapped_column(Float)
+    weight: Mapped[float | None] = mapped_column(Float)
