@@ -80,7 +80,8 @@ def test_missing_scores_are_filled_with_the_model_mean() -> None:
     filled = fill_missing_with_model_means(Yn)
     assert np.allclose(filled[0, :7], np.nanmean(Yn[0]))
     assert np.array_equal(filled[:, 7:], Y[:, 7:])
-    assert tune_alpha(X, labels, 6, Yn, CAPS, grid=(0.5, 2.0)) == tune_alpha(X, labels, 6, filled, CAPS, grid=(0.5, 2.0))
+    grid = (0.5, 2.0)
+    assert tune_alpha(X, labels, 6, Yn, CAPS, grid=grid) == tune_alpha(X, labels, 6, filled, CAPS, grid=grid)
     with pytest.raises(ValueError):
         tune_alpha(X, labels, 6, np.full((2, 100), np.nan), CAPS)
     with pytest.raises(ValueError):
