@@ -107,6 +107,8 @@ def render(med: dict[str, float], runs: list[dict[str, float]]) -> str:
               f"Python {platform.python_version()}, PostgreSQL on 127.0.0.1"
     return "\n".join([
         "<!-- figures: written by `python -m bench.data_api_bench --write docs/PERFORMANCE.md` -->",
+        "### Data API: score matrix upload and download (PostgreSQL, through HTTP)",
+        "",
         f"Machine: {machine}. Median of {len(runs)} runs, each on a fresh database, through HTTP "
         f"(`evalplan serve`, one uvicorn process).",
         "",
