@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fastapi import Depends, Query, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, utcnow
@@ -59,3 +60,12 @@ def submit_job(request: Request, job_id: str, queue: str) -> None:
                 session.commit()
         raise ServiceUnavailable(f"the job queue is unreachable: {type(exc).__name__}",
                                  [{"job": job_id, "detail": "job marked failed; retry the request"}]) from None
+
+
+def job_accepted(request: Request, session: Session, job: Job, created: bool) -> JSONResponse:
+    """Commit, dispatch a newly created job, and answer 202 ``{job}`` with a Location header."""
+    session.commit()
+    if created:
+        submit_job(request, job.id, job.queue)
+    return JSONResponse({"job": {"id": job.id, "status": job.status}}, status_code=202,
+                        headers={"Location": f"/v1/jobs/{job.id}"})

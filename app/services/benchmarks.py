@@ -12,7 +12,7 @@ from app.core.score_scale import ScoreScale
 from app.db.models import Benchmark, BenchmarkModel, Item
 from app.db.ids import looks_like_id
 from app.errors import Conflict, InvalidInput
-from app.services.pagination import Page, decode_cursor, encode_cursor, invalid_cursor
+from app.services.pagination import Page, keyset_page
 
 
 @dataclass
@@ -99,17 +99,9 @@ def view(session: Session, benchmark: Benchmark) -> BenchmarkView:
 
 
 def list_benchmarks(session: Session, *, limit: int, cursor: str | None, capability: str | None = None) -> Page[BenchmarkView]:
-    after = decode_cursor(cursor)
-    if after is not None and not isinstance(after, str):
-        raise invalid_cursor("not a benchmark cursor")
-    stmt = select(Benchmark).order_by(Benchmark.id).limit(limit + 1)
-    if after is not None:
-        stmt = stmt.where(Benchmark.id > after)
+    stmt = select(Benchmark)
     if capability is not None:
         stmt = stmt.where(Benchmark.capability == capability)
-    rows = list(session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    by_id = counts(session, [b.id for b in rows])
-    views = [BenchmarkView(b, *by_id[b.id]) for b in rows]
-    return Page(views, encode_cursor(rows[-1].id) if more else None)
+    page = keyset_page(session, stmt, Benchmark.id, limit=limit, cursor=cursor, what="benchmark")
+    by_id = counts(session, [b.id for b in page.items])
+    return Page([BenchmarkView(b, *by_id[b.id]) for b in page.items], page.next_cursor)

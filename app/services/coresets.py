@@ -16,13 +16,13 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.budget import fraction_counts, proportional_counts
+from app.core.budget import fraction_counts
 from app.core.selection import TEXT_METHODS
 from app.db.models import Benchmark, Coreset, CoresetItem, Item, Job
 from app.errors import Conflict, ErrorCollector, InvalidInput, NotFound
 from app.services.jobs import JobContext, create_job, register
 from app.services.lookups import get_benchmark
-from app.services.pagination import Page, decode_cursor, encode_cursor
+from app.services.pagination import Page, keyset_page
 
 KIND = "coreset"
 STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True}
@@ -233,18 +233,10 @@ def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
 
 
 def list_coresets(session: Session, *, limit: int, cursor: str | None, name: str | None = None) -> Page[Coreset]:
-    after = decode_cursor(cursor)
-    stmt = select(Coreset).order_by(Coreset.id.desc()).limit(limit + 1)
-    if after is not None:
-        if not isinstance(after, str):
-            raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not a coreset cursor"}])
-        stmt = stmt.where(Coreset.id < after)
+    stmt = select(Coreset)
     if name is not None:
         stmt = stmt.where(Coreset.name == name)
-    rows = list(session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, encode_cursor(rows[-1].id) if more else None)
+    return keyset_page(session, stmt, Coreset.id, limit=limit, cursor=cursor, what="coreset", descending=True)
 
 
 def require_ready(coreset: Coreset) -> None:

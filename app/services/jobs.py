@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobInput, utcnow
 from app.errors import Conflict, EvalplanError, InvalidInput, NotFound
-from app.services.pagination import Page, decode_cursor, encode_cursor
+from app.services.pagination import Page, keyset_page
 
 log = logging.getLogger(__name__)
 
@@ -166,17 +166,9 @@ def list_jobs(session: Session, *, limit: int, cursor: str | None, kind: str | N
               status: str | None = None) -> Page[Job]:
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInput(f"unknown status {status!r}", [{"parameter": "status", "detail": f"one of {JOB_STATUSES}"}])
-    after = decode_cursor(cursor)
-    if after is not None and not isinstance(after, str):
-        raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not a job cursor"}])
-    stmt = select(Job).order_by(Job.id.desc()).limit(limit + 1)
-    if after is not None:
-        stmt = stmt.where(Job.id < after)
+    stmt = select(Job)
     if kind is not None:
         stmt = stmt.where(Job.kind == kind)
     if status is not None:
         stmt = stmt.where(Job.status == status)
-    rows = list(session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, encode_cursor(rows[-1].id) if more else None)
+    return keyset_page(session, stmt, Job.id, limit=limit, cursor=cursor, what="job", descending=True)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Model
 from app.db.ids import looks_like_id
 from app.errors import Conflict, InvalidInput
-from app.services.pagination import Page, decode_cursor, encode_cursor, invalid_cursor
+from app.services.pagination import Page, keyset_page
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
@@ -43,15 +43,7 @@ def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
 
 
 def list_models(session: Session, *, limit: int, cursor: str | None, family: str | None = None) -> Page[Model]:
-    after = decode_cursor(cursor)
-    if after is not None and not isinstance(after, str):
-        raise invalid_cursor("not a model cursor")
-    stmt = select(Model).order_by(Model.id).limit(limit + 1)
-    if after is not None:
-        stmt = stmt.where(Model.id > after)
+    stmt = select(Model)
     if family is not None:
         stmt = stmt.where(Model.family == family)
-    rows = list(session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, encode_cursor(rows[-1].id) if more else None)
+    return keyset_page(session, stmt, Model.id, limit=limit, cursor=cursor, what="model")

@@ -42,3 +42,18 @@ def decode_cursor(cursor: str | None) -> Any:
             "invalid pagination cursor",
             [{"parameter": "cursor", "detail": "not a cursor returned by this API"}],
         ) from None
+
+
+def keyset_page(session: Any, stmt: Any, key: Any, *, limit: int, cursor: str | None, what: str,
+                descending: bool = False) -> Page[Any]:
+    """One page of ``stmt`` ordered by the string id column ``key`` (ascending or descending)."""
+    after = decode_cursor(cursor)
+    if after is not None and not isinstance(after, str):
+        raise invalid_cursor(f"not a {what} cursor")
+    stmt = stmt.order_by(key.desc() if descending else key).limit(limit + 1)
+    if after is not None:
+        stmt = stmt.where(key < after if descending else key > after)
+    rows = list(session.scalars(stmt))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, encode_cursor(getattr(rows[-1], key.key)) if more else None)

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 
-from app.api.deps import PageDep, PageParams, SessionDep, submit_job
+from app.api.deps import PageDep, PageParams, SessionDep, job_accepted
 from app.errors import UnsupportedMediaType
 from app.schemas.data import (
     BenchmarkCreate,
@@ -145,8 +145,4 @@ def score_stats(benchmark: str, request: Request, metric: str | None = METRIC_QU
     if stats is not None:
         return JSONResponse(stats)
     assert job is not None
-    session.commit()
-    if created:
-        submit_job(request, job.id, job.queue)
-    return JSONResponse({"job": {"id": job.id, "status": job.status}}, status_code=202,
-                        headers={"Location": f"/v1/jobs/{job.id}"})
+    return job_accepted(request, session, job, created)

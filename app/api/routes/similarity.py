@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
-from app.api.deps import SessionDep, submit_job
+from app.api.deps import SessionDep, job_accepted
 from app.services import benchmark_similarity as similarity_service
 
 router = APIRouter(prefix="/v1", tags=["coresets"])
@@ -26,8 +26,4 @@ def benchmark_similarity(
     if result is not None:
         return JSONResponse(result)
     assert job is not None
-    session.commit()
-    if created:
-        submit_job(request, job.id, job.queue)
-    return JSONResponse({"job": {"id": job.id, "status": job.status}}, status_code=202,
-                        headers={"Location": f"/v1/jobs/{job.id}"})
+    return job_accepted(request, session, job, created)
