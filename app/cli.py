@@ -1,8 +1,10 @@
-"""The ``evalplan`` command: ``serve``, ``worker`` and ``db upgrade``."""
+"""The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade`` and ``session`` (a CI client)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 from app.settings import get_settings
@@ -27,11 +29,68 @@ def build_parser() -> argparse.ArgumentParser:
     db_sub = db.add_subparsers(dest="db_command", required=True)
     upgrade = db_sub.add_parser("upgrade", help="apply Alembic migrations")
     upgrade.add_argument("revision", nargs="?", default="head")
+
+    session = sub.add_parser("session", help="drive a sequential evaluation session on a running server")
+    session.add_argument("--url", default=os.environ.get("EVALPLAN_URL", "http://127.0.0.1:8000"),
+                         help="server base URL (default $EVALPLAN_URL or http://127.0.0.1:8000)")
+    session_sub = session.add_subparsers(dest="session_command", required=True)
+    create = session_sub.add_parser("create", help="start a session and print it as JSON")
+    create.add_argument("--benchmark", required=True)
+    create.add_argument("--target", required=True, help="the evaluated model's name")
+    create.add_argument("--reference-models", default=None,
+                        help='comma-separated model names, or "all" (default: all but the target)')
+    create.add_argument("--method", default=None, choices=["bayesame", "bayesame_rs", "rs_mean"])
+    create.add_argument("--epsilon1", type=float, default=None)
+    create.add_argument("--epsilon2", type=float, default=None)
+    create.add_argument("--window", type=int, default=None)
+    create.add_argument("--refit-every", type=int, default=None)
+    create.add_argument("--max-items", type=int, default=None)
+    create.add_argument("--batch-size", type=int, default=None)
+    create.add_argument("--seed", type=int, default=None)
+    observe = session_sub.add_parser("observe", help="post one score and print the updated session")
+    observe.add_argument("session_id")
+    observe.add_argument("item")
+    observe.add_argument("score", type=float)
+    show = session_sub.add_parser("show", help="print a session as JSON")
+    show.add_argument("session_id")
+    for p in (create, observe, show):
+        p.add_argument("--url", default=argparse.SUPPRESS, help="server base URL")
     return parser
+
+
+def session_command(args: argparse.Namespace) -> int:
+    from app.client import EvalplanClient, EvalplanError
+
+    client = EvalplanClient(args.url)
+    try:
+        if args.session_command == "create":
+            refs = args.reference_models
+            if refs is not None and refs != "all":
+                refs = [r.strip() for r in refs.split(",") if r.strip()]
+            result = client.create_session(
+                args.benchmark, args.target, reference_models=refs, method=args.method, epsilon1=args.epsilon1,
+                epsilon2=args.epsilon2, window=args.window, refit_every=args.refit_every,
+                max_items=args.max_items, batch_size=args.batch_size, seed=args.seed)
+        elif args.session_command == "observe":
+            result = client.observe(args.session_id, args.item, args.score)
+        else:
+            result = client.get_session(args.session_id)
+    except EvalplanError as exc:
+        print(f"evalplan session: {exc}", file=sys.stderr)
+        if exc.problem:
+            print(json.dumps(exc.problem, indent=2), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"evalplan session: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "session":
+        return session_command(args)
     settings = get_settings()
     if args.command == "db":
         from app.db.migrate import upgrade

@@ -214,3 +214,67 @@ class CoresetItem(Base):
     benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
     gain: Mapped[float | None] = mapped_column(Float)
     weight: Mapped[float | None] = mapped_column(Float)
+
+
+class EvalSession(Base):
+    """A sequential evaluation session (BayesAME, papers/004) of one target model on one benchmark.
+
+    The estimator state is never stored: it is rebuilt by replaying ``session_observations`` in
+    ``seq`` order, so any API replica can serve any session. The columns below are a cache of that
+    state (what the last write computed), written under the session's row lock.
+    """
+
+    __tablename__ = "eval_sessions"
+    __table_args__ = (Index("ix_eval_sessions_benchmark_target", "benchmark_id", "target"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("ss"))
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
+    target: Mapped[str] = mapped_column(String(300), nullable=False)
+    reference_models: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    method: Mapped[str] = mapped_column(String(40), nullable=False)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    status: Mapped[str] = mapped_column(String(20), default="active", nullable=False)
+    stop_reason: Mapped[str | None] = mapped_column(String(40))
+    next_items: Mapped[list[str]] = mapped_column(JSON, default=list, nullable=False)
+    n_observed: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    estimate: Mapped[float | None] = mapped_column(Float)
+    variance: Mapped[float | None] = mapped_column(Float)
+    ci_lo: Mapped[float | None] = mapped_column(Float)
+    ci_hi: Mapped[float | None] = mapped_column(Float)
+    hyperparameters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    prior_key: Mapped[str] = mapped_column(ForeignKey("session_priors.key"), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class SessionObservation(Base):
+    """One posted (item, score) of a session, in arrival order ``seq`` (0, 1, ...)."""
+
+    __tablename__ = "session_observations"
+    __table_args__ = (UniqueConstraint("session_id", "item_pk", name="uq_session_observations_item"),)
+
+    session_id: Mapped[str] = mapped_column(ForeignKey("eval_sessions.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), nullable=False)
+    item_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    score: Mapped[float] = mapped_column(Float, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SessionPrior(Base):
+    """The BayesAME bucket prior of a (benchmark, metric, data version, reference set), computed once.
+
+    ``key`` is the sha256 of those four; ``item_pks`` fixes the estimator's item order (column j of
+    the prior is item ``item_pks[j]``), so later item uploads never shift a running session.
+    """
+
+    __tablename__ = "session_priors"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False,
+                                              index=True)
+    n_items: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_buckets: Mapped[int] = mapped_column(Integer, nullable=False)
+    item_pks: Mapped[list[int]] = mapped_column(JSON, nullable=False)
+    blob: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

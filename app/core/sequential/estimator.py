@@ -1,0 +1,350 @@
+"""Sequential single-target BayesAME estimator (papers/004, §3.1, Algorithm 1, App. A.4 / C.1).
+
+Model: theta ~ N(mu, Sigma) over B buckets, s_i | theta ~ N(theta_{b(i)}, N_b sigma^2).
+The B x B prior/posterior covariances are never formed. With C the observed items (in order),
+G = K_CC + D_C = L L^T (Cholesky, row-appended), A = L^{-1} K_{C,.} (n x B), y = L^{-1}(s_C - mu_C),
+w_b = N_b - n_b, and the maintained B-vectors
+
+    v = Sigma w,  g = A^T A w,  h = A^T y,  diag = alpha - colsum(A^2)
+
+the paper's quantities are (Sigma_|C w = v - g, mu_|C = mu + h, Sigma_bb|C = diag):
+
+    E[R|s_C]   = (sum_C s_i + w.(mu + h)) / N
+    Var(R|s_C) = (sigma^2 sum_b w_b N_b + w.(v - g)) / N^2
+    alpha_IG(b) = -1/2 log(1 - ((v-g)_b + sigma^2 N_b)^2 / (N^2 Var (diag_b + sigma^2 N_b)))
+
+Appending observation c (bucket b): l = L^{-1} K_{C,b}; m = l^T A = (A^T A)[:, b] (the one O(nB) pass);
+a = (K_{.,b} - m) / l_nn; then g <- g - m + a (a.w'), h += a y_new, diag -= a^2, v -= K_{.,b}.
+Per observation O(B n + B K_r) time, O(B n) memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import LinAlgError, cholesky, solve_triangular
+
+from .config import SessionConfig
+from .hyper import fit_alpha_beta
+from .prior import BucketPrior
+
+Z975 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
+SIGMA2_UNIQUE = 1e-4  # B >= N - N0 (active selection)
+SIGMA2_NONUNIQUE = 1e-1  # otherwise (random selection)
+
+
+class SequentialEstimator:
+    def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
+        if not isinstance(prior, BucketPrior):
+            raise ValueError("prior: must be a BucketPrior")
+        if not isinstance(config, SessionConfig):
+            raise ValueError("config: must be a SessionConfig")
+        config.validate()
+        self.prior = prior
+        self.config = config
+        N, B = prior.n_items, prior.n_buckets
+        self.n_items = N
+        self.unique_regime = B >= N - config.n0
+        hp = dict(config.hyperparameters or {})
+        self._alpha0 = float(hp.get("alpha", 1.0))
+        self._beta0 = float(hp.get("beta", 1.0))
+        self._sigma2 = float(hp.get("sigma2", SIGMA2_UNIQUE if self.unique_regime else SIGMA2_NONUNIQUE))
+        self._alpha, self._beta = self._alpha0, self._beta0
+        self.selection = ("information_gain" if (config.method == "bayesame" and self.unique_regime)
+                          else "random")
+        self.effective_window = config.effective_window
+        self._bayes = config.method in ("bayesame", "bayesame_rs")
+
+        self._observed = np.zeros(N, dtype=bool)
+        self._items: list[int] = []
+        self._scores: list[float] = []
+        self._sum_s = 0.0
+        self.n_observed = 0
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.trajectory: list[dict] = []
+        self._iter_estimates: list[float] = []
+        self.n_refits = 0
+
+        self._Nb = prior.bucket_sizes.astype(np.float64)
+        self._mu = prior.bucket_means
+        self._w = self._Nb.copy()
+        self._hist_w = prior.level_hist.copy() if (prior.level_hist is not None and self._bayes) else None
+        self._cap = 0
+        self._rebuild()  # n = 0: prior state
+        self._set_estimate()
+
+    # ------------------------------------------------------------------ public state
+    @property
+    def hyperparameters(self) -> dict:
+        return {"alpha": self._alpha, "beta": self._beta, "sigma2": self._sigma2}
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        half = Z975 * math.sqrt(max(self.variance, 0.0))
+        return (self.estimate - half, self.estimate + half)
+
+    @property
+    def observed_items(self) -> list[int]:
+        return list(self._items)
+
+    # ------------------------------------------------------------------ kernel pieces
+    def _kernel_row(self, b: int):
+        """Prior covariance row Sigma[b, :] and (grid mode) its integer distance levels."""
+        p = self.prior
+        if p.grid:
+            lev = p.levels_rows(np.array([b]))[0]
+            d2 = lev / float(p.grid * p.grid)
+        else:
+            lev = None
+            d2 = p.sqdist_row(b)
+        k = self._alpha * np.exp(-(self._beta / p.n_references) * d2)
+        return k, lev
+
+    def _prior_v(self) -> np.ndarray:
+        p = self.prior
+        if self._hist_w is not None:
+            lv = np.arange(p.n_levels) / float(p.grid * p.grid * p.n_references)
+            return self._alpha * (self._hist_w @ np.exp(-self._beta * lv))
+        return p.kernel_matvec(self._w, self._alpha, self._beta)
+
+    def _ensure_capacity(self, need: int) -> None:
+        if need <= self._cap:
+            return
+        cap = max(need, min(self.n_items, max(64, 2 * self._cap)))
+        B = self.prior.n_buckets
+        L = np.zeros((cap, cap))
+        A = np.zeros((cap, B))
+        y = np.zeros(cap)
+        bC = np.zeros(cap, dtype=np.int64)
+        if self._cap:
+            n = self._cap
+            L[:n, :n] = self._L[:n, :n]
+            A[:n] = self._A[:n]
+            y[:n] = self._y[:n]
+            bC[:n] = self._bC[:n]
+        self._L, self._A, self._y, self._bC, self._cap = L, A, y, bC, cap
+
+    # ------------------------------------------------------------------ full (re)build
+    def _rebuild(self) -> None:
+        """Recompute the factorisation and maintained vectors from the observations (O(B n^2 + B n K_r))."""
+        if not self._bayes:
+            if self.n_observed == 0:  # rs_mean: the prior values before any observation
+                self._alpha, self._beta = self._alpha0, self._beta0
+                self._v = self._prior_v()
+                self._g = np.zeros_like(self._w)
+                self._h = np.zeros_like(self._w)
+            return
+        p = self.prior
+        n = self.n_observed
+        self._ensure_capacity(n + self.config.batch_size + 1)
+        self._v = self._prior_v()
+        if n == 0:
+            B = p.n_buckets
+            self._g = np.zeros(B)
+            self._h = np.zeros(B)
+            self._diag = np.full(B, self._alpha)
+            return
+        bC = np.asarray([p.bucket_of_item[i] for i in self._items], dtype=np.int64)
+        K = p.sqdist_rows(bC)
+        K *= -(self._beta / p.n_references)
+        np.exp(K, out=K)
+        K *= self._alpha
+        G = K[:, bC].copy()
+        G[np.diag_indices(n)] += self._Nb[bC] * self._sigma2
+        L = self._chol(G)
+        A = solve_triangular(L, K, lower=True, check_finite=False)
+        del K
+        r = np.asarray(self._scores) - self._mu[bC]
+        y = solve_triangular(L, r, lower=True, check_finite=False)
+        self._L[:n, :n] = L
+        self._A[:n] = A
+        self._y[:n] = y
+        self._bC[:n] = bC
+        self._h = A.T @ y
+        self._g = A.T @ (A @ self._w)
+        self._diag = self._alpha - np.einsum("ij,ij->j", A, A)
+
+    def _chol(self, G: np.ndarray) -> np.ndarray:
+        jitter = 0.0
+        scale = float(np.mean(np.diag(G)))
+        for _ in range(8):
+            try:
+                M = G if jitter == 0.0 else G + jitter * np.eye(G.shape[0])
+                return cholesky(M, lower=True, check_finite=False)
+            except LinAlgError:
+                jitter = scale * (1e-10 if jitter == 0.0 else 10 * jitter / scale)
+        raise LinAlgError("covariance of the observed items is not positive definite")
+
+    # ------------------------------------------------------------------ one appended row
+    def _extend(self, b: int, n: int):
+        """Write row n of L and A for a new observation in bucket b (rows < n are the conditioning set)."""
+        k, lev = self._kernel_row(b)
+        noise = self._Nb[b] * self._sigma2
+        if n:
+            l = solve_triangular(self._L[:n, :n], k[self._bC[:n]], lower=True, check_finite=False)
+            m = l @ self._A[:n]
+            dd = k[b] + noise - float(l @ l)
+        else:
+            l = np.zeros(0)
+            m = np.zeros_like(k)
+            dd = k[b] + noise
+        floor = 1e-12 * (self._alpha + noise)
+        lnn = math.sqrt(dd if dd > floor else floor)
+        a = (k - m) / lnn
+        self._L[n, :n] = l
+        self._L[n, n] = lnn
+        self._A[n] = a
+        self._bC[n] = b
+        return k, lev, l, lnn, m, a
+
+    # ------------------------------------------------------------------ estimate
+    def _set_estimate(self) -> None:
+        N = self.n_items
+        n = self.n_observed
+        if self._bayes or n == 0:
+            w = self._w
+            est = (self._sum_s + float(w @ (self._mu + self._h))) / N
+            var = (self._sigma2 * float(w @ self._Nb) + float(w @ (self._v - self._g))) / (N * N)
+        else:  # rs_mean: sample mean, finite-population variance (s^2/n)(1 - n/N)
+            s = np.asarray(self._scores)
+            est = float(s.mean())
+            s2 = float(s.var(ddof=1)) if n >= 2 else 0.25  # n = 1: the [0, 1] bound
+            var = s2 / n * (1.0 - n / N)
+        self.estimate = float(est)
+        self.variance = float(max(var, 0.0))
+
+    def _ig_scores(self, w, v, g, diag) -> np.ndarray:
+        s2N = self._sigma2 * self._Nb
+        sw = v - g
+        nvar = self._sigma2 * float(w @ self._Nb) + float(w @ sw)  # N^2 Var(R | s_C)
+        eligible = w > 0
+        ig = np.full(w.shape[0], -np.inf)
+        if nvar <= 0:
+            ig[eligible] = 0.0
+            return ig
+        num = sw + s2N
+        den = np.maximum(diag + s2N, 1e-300)
+        ratio = np.clip(num * num / (nvar * den), 0.0, 1.0 - 1e-16)
+        ig[eligible] = -0.5 * np.log1p(-ratio[eligible])
+        return ig
+
+    def information_gain(self) -> np.ndarray:
+        """alpha_IG per bucket for the current state (-inf for buckets with no unobserved item)."""
+        if not self._bayes:
+            raise ValueError("method: information gain needs a BayesAME method")
+        return self._ig_scores(self._w, self._v, self._g, self._diag)
+
+    # ------------------------------------------------------------------ propose / observe
+    def _remaining_budget(self) -> int:
+        left = self.n_items - self.n_observed
+        if self.config.max_items is not None:
+            left = min(left, self.config.max_items - self.n_observed)
+        return max(left, 0)
+
+    def propose(self) -> list[int]:
+        if self.stopped:
+            return []
+        k = min(self.config.batch_size, self._remaining_budget())
+        if k <= 0:
+            return []
+        rng = np.random.default_rng([self.config.seed, self.n_observed])
+        if self.selection == "random":
+            unobs = np.flatnonzero(~self._observed)
+            return [int(i) for i in rng.choice(unobs, size=k, replace=False)]
+        p = self.prior
+        w, v, g, diag = self._w, self._v, self._g, self._diag
+        n_f = self.n_observed
+        picked: list[int] = []
+        for j in range(k):
+            b = int(np.argmax(self._ig_scores(w, v, g, diag)))
+            items = p.items_by_bucket[p.bucket_offsets[b]:p.bucket_offsets[b + 1]]
+            cand = items[~self._observed[items]]
+            if picked:
+                cand = cand[~np.isin(cand, picked)]
+            picked.append(int(rng.choice(cand)))
+            if j + 1 < k:  # fantasized update: the posterior variance does not depend on the value
+                if j == 0:
+                    w, v, g, diag = w.copy(), v.copy(), g.copy(), diag.copy()
+                kr, _lev, _l, _lnn, m, a = self._extend(b, n_f)
+                w[b] -= 1.0
+                v -= kr
+                g += a * float(a @ w) - m
+                diag -= a * a
+                n_f += 1
+        return picked
+
+    def observe(self, item: int, score: float) -> None:
+        if self.stopped:
+            raise ValueError(f"item: session stopped ({self.stop_reason}); no more observations")
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise ValueError(f"item: must be an integer index, got {item!r}")
+        item = int(item)
+        if not 0 <= item < self.n_items:
+            raise ValueError(f"item: {item} out of range [0, {self.n_items})")
+        if self._observed[item]:
+            raise ValueError(f"item: {item} already observed")
+        try:
+            s = float(score)
+        except (TypeError, ValueError):
+            raise ValueError(f"score: must be a number, got {score!r}") from None
+        if not math.isfinite(s):
+            raise ValueError(f"score: must be finite, got {score!r}")
+        b = int(self.prior.bucket_of_item[item])
+        n = self.n_observed
+        if self._bayes:
+            self._ensure_capacity(n + self.config.batch_size + 1)
+            k, lev, l, lnn, m, a = self._extend(b, n)
+            y_new = (s - self._mu[b] - float(l @ self._y[:n])) / lnn
+            self._y[n] = y_new
+            self._h += a * y_new
+            self._w[b] -= 1.0
+            self._v -= k
+            self._g += a * float(a @ self._w) - m
+            self._diag -= a * a
+            if self._hist_w is not None:
+                self._hist_w[np.arange(self._hist_w.shape[0]), lev] -= 1.0
+        else:
+            self._w[b] -= 1.0
+        self._observed[item] = True
+        self._items.append(item)
+        self._scores.append(s)
+        self._sum_s += s
+        self.n_observed = n + 1
+        F = self.config.refit_every
+        if self._bayes and F > 0 and self.n_observed % F == 0 and self.n_observed < self.n_items:
+            self._refit()
+        self._set_estimate()
+        lo, hi = self.ci
+        self.trajectory.append({"n": self.n_observed, "estimate": self.estimate,
+                                "variance": self.variance, "ci": [lo, hi]})
+        self._check_stop()
+
+    # ------------------------------------------------------------------ refit / stop
+    def _refit(self) -> None:
+        p = self.prior
+        bC = np.asarray([p.bucket_of_item[i] for i in self._items], dtype=np.int64)
+        d2 = p.sqdist_rows(bC)[:, bC] / p.n_references
+        r = np.asarray(self._scores) - self._mu[bC]
+        self._alpha, self._beta, _ = fit_alpha_beta(r, d2, self._Nb[bC] * self._sigma2,
+                                                    self._alpha0, self._beta0)
+        self.n_refits += 1
+        self._rebuild()
+
+    def _check_stop(self) -> None:
+        cfg = self.config
+        n = self.n_observed
+        if n % cfg.batch_size == 0:  # end of an iteration (a batch of |A| observations)
+            self._iter_estimates.append(self.estimate)
+            W = self.effective_window
+            if len(self._iter_estimates) >= W:
+                last = self._iter_estimates[-W:]
+                if (max(last) - min(last) <= cfg.epsilon1
+                        and 2.0 * Z975 * math.sqrt(self.variance) <= cfg.epsilon2):
+                    self.stopped, self.stop_reason = True, "converged"
+                    return
+        if cfg.max_items is not None and n >= cfg.max_items:
+            self.stopped, self.stop_reason = True, "max_items"
+        elif n >= self.n_items:
+            self.stopped, self.stop_reason = True, "exhausted"

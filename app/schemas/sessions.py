@@ -1,0 +1,57 @@
+"""Request models of the Sequential sessions section of API.md."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str = Field(description="Benchmark id or name.")
+    target: str = Field(description="The evaluated model's name (it need not exist yet).")
+    reference_models: list[str] | Literal["all"] | None = Field(
+        None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
+                          "scores on the benchmark except the target. At least 2.")
+    method: str = Field("bayesame", description="bayesame, bayesame_rs or rs_mean.")
+    epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")
+    epsilon2: float | None = Field(None, description="Stopping tolerance on the interval (default 0.02).")
+    window: int | None = Field(None, description="Stopping-rule window (default 30).")
+    refit_every: int | None = Field(None, description="Refit hyperparameters every n observations; 0 = never (default 50).")
+    max_items: int | None = Field(None, description="Stop after this many observations.")
+    batch_size: int | None = Field(None, description="Items proposed per step (default 1).")
+    hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
+    seed: int | None = Field(None, description="Random seed (default 0).")
+
+
+class ObservationBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    item: str | StrictInt
+    score: StrictFloat | StrictInt
+
+
+class ObservationsPost(BaseModel):
+    """Either one ``{item, score}`` or ``{observations: [{item, score}, ...]}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item: str | StrictInt | None = None
+    score: StrictFloat | StrictInt | None = None
+    observations: list[ObservationBody] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "ObservationsPost":
+        single = self.item is not None or self.score is not None
+        if single and self.observations is not None:
+            raise ValueError("give either {item, score} or {observations: [...]}, not both")
+        if self.observations is None and (self.item is None or self.score is None):
+            raise ValueError("give {item, score} or {observations: [{item, score}, ...]}")
+        return self
+
+    def pairs(self) -> list[tuple[str, float]]:
+        if self.observations is not None:
+            return [(str(o.item), float(o.score)) for o in self.observations]
+        return [(str(self.item), float(self.score))]  # type: ignore[arg-type]

@@ -1,0 +1,110 @@
+"""The standard-library CI client and the ``evalplan session`` CLI against a real ``evalplan serve``
+(embedded SQLite in a temporary folder), driven to the stopping rule with ``run_session``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.client import EvalplanClient, EvalplanError, run_session
+from test_embedded_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    port = free_port()
+    env = {**os.environ, "EVALPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'evalplan.db'}", "HF_HUB_OFFLINE": "1",
+           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+    env.pop("EVALPLAN_REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    client = EvalplanClient(base, timeout=60)
+    try:
+        for _ in range(300):
+            try:
+                if client.request("GET", "/health") == {"status": "ok"}:
+                    break
+            except (OSError, EvalplanError):
+                time.sleep(0.1)
+        else:
+            raise AssertionError("embedded server did not start")
+        yield client
+    finally:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print(out[-5000:])
+
+
+def upload_benchmark(client: EvalplanClient, name: str = "ci-bench") -> dict[str, float]:
+    rng = np.random.default_rng(7)
+    n_items, n_refs = 80, 6
+    difficulty = rng.normal(0, 1, n_items)
+    ability = np.linspace(-1, 1, n_refs)
+    refs = (rng.random((n_refs, n_items)) < 1 / (1 + np.exp(-(ability[:, None] - difficulty)))).astype(float)
+    target = (rng.random(n_items) < 1 / (1 + np.exp(-(0.2 - difficulty)))).astype(float)
+    items = [f"item-{j}" for j in range(n_items)]
+    client.request("POST", "/v1/benchmarks", {"name": name, "score_kind": "binary"})
+    cells = [{"model": f"ref-{i}", "item": items[j], "score": refs[i, j]} for i in range(n_refs) for j in range(n_items)]
+    client.request("POST", f"/v1/benchmarks/{name}/scores", cells)
+    return dict(zip(items, target.tolist()))
+
+
+def test_run_session_reaches_the_stopping_rule(server: EvalplanClient) -> None:
+    truth = upload_benchmark(server)
+    asked: list[str] = []
+
+    def score_fn(item_id: str) -> float:
+        asked.append(item_id)
+        return truth[item_id]
+
+    final = run_session(server, "ci-bench", "ckpt-1", score_fn, max_items=40)
+    assert final["status"] == "stopped" and final["stop_reason"] in ("converged", "max_items")
+    assert final["n_observed"] == len(asked) == len(set(asked)) <= 40
+    assert final["ci"][0] <= final["estimate"] <= final["ci"][1]
+    assert server.get_session(final["id"]) == final
+    assert len(server.trajectory(final["id"])) == final["n_observed"]
+
+    batched = run_session(server, "ci-bench", "ckpt-2", lambda i: truth[i], batch_size=4, max_items=20)
+    assert batched["status"] == "stopped" and batched["n_observed"] <= 20
+
+    with pytest.raises(EvalplanError) as err:
+        server.observe(final["id"], next(i for i in truth if i not in asked), 1.0)
+    assert err.value.status == 409 and err.value.problem["status"] == 409
+
+
+def test_cli_session_commands(server: EvalplanClient) -> None:
+    truth = upload_benchmark(server, "cli-bench")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app.cli", "session", "--url", server.base_url, *args],
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    created = cli("create", "--benchmark", "cli-bench", "--target", "ckpt-cli", "--max-items", "3")
+    assert created.returncode == 0, created.stderr
+    session = json.loads(created.stdout)
+    assert session["status"] == "active" and session["next_items"]
+    while session["status"] == "active":
+        item = session["next_items"][0]
+        observed = cli("observe", session["id"], item, str(truth[item]))
+        assert observed.returncode == 0, observed.stderr
+        session = json.loads(observed.stdout)
+    assert session["stop_reason"] == "max_items" and session["n_observed"] == 3
+    shown = cli("show", session["id"])
+    assert shown.returncode == 0 and json.loads(shown.stdout) == session
+    missing = cli("show", "ss_000000000000000000000000")
+    assert missing.returncode == 1 and "404" in missing.stderr
