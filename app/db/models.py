@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -217,7 +218,8 @@ class CoresetItem(Base):
 
 
 class EvalSession(Base):
-    """A sequential evaluation session (BayesAME, papers/004) of one target model on one benchmark.
+    """A sequential evaluation session (BayesAME, papers/004) of one target model on one benchmark,
+    or of several (``targets``, multi-target BayesAME, papers/004 §3.2; ``target`` is then null).
 
     The estimator state is never stored: it is rebuilt by replaying ``session_observations`` in
     ``seq`` order, so any API replica can serve any session. The columns below are a cache of that
@@ -229,7 +231,9 @@ class EvalSession(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("ss"))
     benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
-    target: Mapped[str] = mapped_column(String(300), nullable=False)
+    target: Mapped[str | None] = mapped_column(String(300))  # null for a multi-target session
+    targets: Mapped[list[str] | None] = mapped_column(JSON)  # multi-target only: names, in target-index order
+    n_latent: Mapped[int | None] = mapped_column(Integer)  # multi-target only: latent GPs L
     reference_models: Mapped[list[str]] = mapped_column(JSON, nullable=False)
     method: Mapped[str] = mapped_column(String(40), nullable=False)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
@@ -242,19 +246,25 @@ class EvalSession(Base):
     ci_lo: Mapped[float | None] = mapped_column(Float)
     ci_hi: Mapped[float | None] = mapped_column(Float)
     hyperparameters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # multi-target only, a cache like the columns above: {"per_target": {name: {...}}, "next": [{target, item}]}
+    target_state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     prior_key: Mapped[str] = mapped_column(ForeignKey("session_priors.key"), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class SessionObservation(Base):
-    """One posted (item, score) of a session, in arrival order ``seq`` (0, 1, ...)."""
+    """One posted (target, item, score) of a session, in arrival order ``seq`` (0, 1, ...).
+
+    ``target_index`` indexes ``EvalSession.targets`` (always 0 for a single-target session).
+    """
 
     __tablename__ = "session_observations"
-    __table_args__ = (UniqueConstraint("session_id", "item_pk", name="uq_session_observations_item"),)
+    __table_args__ = (UniqueConstraint("session_id", "target_index", "item_pk", name="uq_session_observations_item"),)
 
     session_id: Mapped[str] = mapped_column(ForeignKey("eval_sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_index: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default=text("0"))
     item_pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), nullable=False)
     item_id: Mapped[str] = mapped_column(String(200), nullable=False)
     score: Mapped[float] = mapped_column(Float, nullable=False)

@@ -11,7 +11,11 @@ class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     benchmark: str = Field(description="Benchmark id or name.")
-    target: str = Field(description="The evaluated model's name (it need not exist yet).")
+    target: str | None = Field(None, description="The evaluated model's name (it need not exist yet). "
+                                                 "Exactly one of target and targets.")
+    targets: list[str] | None = Field(None, description="Multi-target session (extension): two or more distinct "
+                                                       "model names, evaluated jointly; instead of target.")
+    n_latent: StrictInt | None = Field(None, description="Multi-target only: number of latent GPs (default 2).")
     reference_models: list[str] | Literal["all"] | None = Field(
         None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
                           "scores on the benchmark except the target. At least 2.")
@@ -31,27 +35,31 @@ class ObservationBody(BaseModel):
 
     item: str | StrictInt
     score: StrictFloat | StrictInt
+    target: str | None = None  # multi-target sessions only (required there)
 
 
 class ObservationsPost(BaseModel):
-    """Either one ``{item, score}`` or ``{observations: [{item, score}, ...]}``."""
+    """Either one ``{item, score}`` or ``{observations: [{item, score}, ...]}``; a multi-target session
+    needs ``target`` with each (``{target, item, score}``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     item: str | StrictInt | None = None
     score: StrictFloat | StrictInt | None = None
+    target: str | None = None
     observations: list[ObservationBody] | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> "ObservationsPost":
-        single = self.item is not None or self.score is not None
+        single = self.item is not None or self.score is not None or self.target is not None
         if single and self.observations is not None:
             raise ValueError("give either {item, score} or {observations: [...]}, not both")
         if self.observations is None and (self.item is None or self.score is None):
             raise ValueError("give {item, score} or {observations: [{item, score}, ...]}")
         return self
 
-    def pairs(self) -> list[tuple[str, float]]:
+    def triples(self) -> list[tuple[str, float, str | None]]:
+        """(item, score, target) in request order; target None where not given."""
         if self.observations is not None:
-            return [(str(o.item), float(o.score)) for o in self.observations]
-        return [(str(self.item), float(self.score))]  # type: ignore[arg-type]
+            return [(str(o.item), float(o.score), o.target) for o in self.observations]
+        return [(str(self.item), float(self.score), self.target)]  # type: ignore[arg-type]

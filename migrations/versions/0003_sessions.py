@@ -32,7 +32,9 @@ def upgrade() -> None:
     op.create_table('eval_sessions',
     sa.Column('id', sa.String(length=40), nullable=False),
     sa.Column('benchmark_id', sa.String(length=40), nullable=False),
-    sa.Column('target', sa.String(length=300), nullable=False),
+    sa.Column('target', sa.String(length=300), nullable=True),
+    sa.Column('targets', sa.JSON(), nullable=True),
+    sa.Column('n_latent', sa.Integer(), nullable=True),
     sa.Column('reference_models', sa.JSON(), nullable=False),
     sa.Column('method', sa.String(length=40), nullable=False),
     sa.Column('config', sa.JSON(), nullable=False),
@@ -45,6 +47,7 @@ def upgrade() -> None:
     sa.Column('ci_lo', sa.Float(), nullable=True),
     sa.Column('ci_hi', sa.Float(), nullable=True),
     sa.Column('hyperparameters', sa.JSON(), nullable=True),
+    sa.Column('target_state', sa.JSON(), nullable=True),
     sa.Column('prior_key', sa.String(length=64), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
@@ -58,13 +61,14 @@ def upgrade() -> None:
     op.create_table('session_observations',
     sa.Column('session_id', sa.String(length=40), nullable=False),
     sa.Column('seq', sa.Integer(), nullable=False),
+    sa.Column('target_index', sa.Integer(), server_default=sa.text('0'), nullable=False),
     sa.Column('item_pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('item_id', sa.String(length=200), nullable=False),
     sa.Column('score', sa.Float(), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['session_id'], ['eval_sessions.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('session_id', 'seq'),
-    sa.UniqueConstraint('session_id', 'item_pk', name='uq_session_observations_item')
+    sa.UniqueConstraint('session_id', 'target_index', 'item_pk', name='uq_session_observations_item')
     )
 
 

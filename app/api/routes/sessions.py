@@ -15,7 +15,8 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 @router.post("", status_code=201)
 def create_session(body: SessionCreate, session: Session = SessionDep) -> JSONResponse:
-    """Start a session: the response's `next_items` are the items to run first."""
+    """Start a session: the response's `next_items` are the items to run first. With `targets` (two or
+    more models) instead of `target`, a multi-target session: `next` gives the (target, item) pairs."""
     row = session_service.create_session(session, session_service.SessionRequest(**body.model_dump()))
     session.commit()
     return JSONResponse(session_service.session_view(session, row), status_code=201,
@@ -25,7 +26,7 @@ def create_session(body: SessionCreate, session: Session = SessionDep) -> JSONRe
 @router.post("/{session_id}/observations")
 def post_observations(session_id: str, body: ObservationsPost, session: Session = SessionDep) -> JSONResponse:
     """Record scores (all-or-nothing) and return the updated session."""
-    observations = [session_service.ObservationIn(item, score) for item, score in body.pairs()]
+    observations = [session_service.ObservationIn(item, score, target) for item, score, target in body.triples()]
     row = session_service.post_observations(session, session_id, observations)
     return JSONResponse(session_service.session_view(session, row))
 
