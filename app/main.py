@@ -14,7 +14,18 @@ import app.services.registry  # noqa: F401  (registers every job handler)
 from app import __version__
 from app.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware
 from app.api.problems import install_problem_handlers
-from app.api.routes import benchmarks, coresets, embeddings, health, imports, jobs, models, sessions, similarity
+from app.api.routes import (
+    benchmarks,
+    coresets,
+    embeddings,
+    health,
+    hidden_states,
+    imports,
+    jobs,
+    models,
+    sessions,
+    similarity,
+)
 from app.db.engine import make_engine, make_session_factory
 from app.services.jobs import Dispatcher
 from app.settings import Settings, get_settings
@@ -60,7 +71,7 @@ def create_app(
 
     install_problem_handlers(app)
     for router in (health.router, benchmarks.router, models.router, imports.router, jobs.router,
-                   embeddings.router, coresets.router, similarity.router, sessions.router):
+                   embeddings.router, coresets.router, similarity.router, sessions.router, hidden_states.router):
         app.include_router(router)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         ge=0,
         description="lm-eval imports whose files total more than this run as a job (202).",
     )
+    hidden_state_chunk_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        description="Hidden-state uploads are stored in database chunks of about this many bytes.",
+    )
     inprocess_job_threads: int = Field(
         default=2, ge=1, description="Thread-pool size for jobs in embedded mode."
     )

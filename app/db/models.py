@@ -288,3 +288,50 @@ class SessionPrior(Base):
     item_pks: Mapped[list[int]] = mapped_column(JSON, nullable=False)
     blob: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class HiddenState(Base):
+    """Hidden states of one model on (some of) a benchmark's items (RepCore, papers/003 §2.2).
+
+    Rows are stored in ``hidden_state_chunks`` (raw little-endian ``dtype`` values, ``dim`` per row);
+    ``item_pks`` holds the items' ``items.pk`` as int64 bytes in row order. One per (benchmark, model):
+    a re-upload replaces it (a new id and ``created_at``).
+    """
+
+    __tablename__ = "hidden_states"
+    __table_args__ = (UniqueConstraint("benchmark_id", "model_id", name="uq_hidden_states_benchmark_model"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("hs"))
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), nullable=False, index=True)
+    n_items: Mapped[int] = mapped_column(Integer, nullable=False)
+    dim: Mapped[int] = mapped_column(Integer, nullable=False)
+    dtype: Mapped[str] = mapped_column(String(10), nullable=False)
+    item_pks: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class HiddenStateChunk(Base):
+    """Rows ``row_start .. row_start + n_rows`` of a hidden-state matrix (about 4 MB each)."""
+
+    __tablename__ = "hidden_state_chunks"
+
+    hidden_state_id: Mapped[str] = mapped_column(ForeignKey("hidden_states.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    row_start: Mapped[int] = mapped_column(Integer, nullable=False)
+    n_rows: Mapped[int] = mapped_column(Integer, nullable=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+
+
+class TrainedModel(Base):
+    """A trained model cached by the sha256 of everything that determines it (e.g. a RepCore alignment)."""
+
+    __tablename__ = "trained_models"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(60), nullable=False)
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False,
+                                              index=True)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
+    blob: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

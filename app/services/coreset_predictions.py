@@ -68,6 +68,10 @@ def predict(session: Session, coreset: Coreset, *, model: str | None, scores: li
                            [{"field": "scores", "detail": "required without model"}])
     if not values:
         raise InvalidInput("no scores", [{"field": "scores", "detail": "empty list"}])
+    if coreset.method == "repcore":
+        from app.services import repcore
+
+        return repcore.predict(session, coreset, values, target.name if target else model, level)
 
     item_benchmark = {pk: b for (ref, _), (b, pk) in cells.items() if ref == b}
     by_benchmark: dict[str, list[float]] = {}

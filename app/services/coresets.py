@@ -27,8 +27,9 @@ from app.services.pagination import Page, keyset_page
 KIND = "coreset"
 STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True}
 PLANNED_METHODS = {
-    "mrmr", "anchor_points", "irt", "lasso", "random_search", "hardness", "pbsc", "repcore",
+    "mrmr", "anchor_points", "irt", "lasso", "random_search", "hardness", "pbsc",
 }
+HIDDEN_STATE_METHODS = ("repcore",)  # app.services.repcore (papers/003)
 
 
 @dataclass
@@ -47,13 +48,17 @@ class CoresetRequest:
 def method_class(method: str) -> type:
     if method in TEXT_METHODS:
         return TEXT_METHODS[method]
-    valid = sorted(TEXT_METHODS)
-    hint = " (score-based and hidden-state methods are not available in this version)" if method in PLANNED_METHODS else ""
+    valid = sorted([*TEXT_METHODS, *HIDDEN_STATE_METHODS])
+    hint = " (score-based methods are not available in this version)" if method in PLANNED_METHODS else ""
     raise InvalidInput(f"unknown method {method!r}{hint}; valid methods: {', '.join(valid)}",
                        [{"field": "method", "detail": f"one of {valid}"}])
 
 
 def check_params(method: str, params: dict[str, Any], seed: int) -> dict[str, Any]:
+    if method == "repcore":
+        from app.services import repcore
+
+        return repcore.check_params(params)
     cls = method_class(method)
     allowed = dict(getattr(cls, "PARAMS", {}))
     unknown = sorted(set(params) - set(allowed))
@@ -121,6 +126,13 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
     """Validate everything, store a pending coreset and its job (dispatch after commit)."""
     params = check_params(request.method, dict(request.params or {}), request.seed)
     benchmarks = _resolve_benchmarks(session, request.benchmarks)
+    if request.method == "repcore":
+        from app.services import repcore
+
+        k, sources = repcore.validate_request(session, benchmarks, request.budget, request.reference_models)
+        reference = request.reference_models if request.reference_models == "all" else [m.name for m in sources]
+        return _store(session, request, benchmarks, params, reference, None,
+                      {"method": "repcore", "k": k, "sources": [m.id for m in sources]})
     counts = text_item_counts(session, [b.id for b in benchmarks])
     errors = ErrorCollector()
     for b in benchmarks:
@@ -135,7 +147,14 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
     stratified = bool(params.get("stratify", STRATIFIED_BY_DEFAULT.get(request.method, False)))
     plan = plan_budget(request.budget, sizes, [b.name for b in benchmarks], stratified)
     reference = _check_reference_models(session, request.reference_models)
+    return _store(session, request, benchmarks, params, reference,
+                  request.embedding_model or default_embedding_model,
+                  {"per_benchmark": plan.per_benchmark, "k": plan.total})
 
+
+def _store(session: Session, request: CoresetRequest, benchmarks: list[Benchmark], params: dict[str, Any],
+           reference: list[str] | str | None, embedding_model: str | None,
+           payload: dict[str, Any]) -> tuple[Coreset, Job]:
     version = 1
     if request.name:
         latest = session.scalar(select(func.max(Coreset.version)).where(Coreset.name == request.name))
@@ -143,12 +162,11 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
     coreset = Coreset(
         name=request.name, version=version, method=request.method, status="pending",
         benchmark_ids=[b.id for b in benchmarks], budget=request.budget, params=params, seed=request.seed,
-        reference_models=reference, predictor=request.predictor,
-        embedding_model=request.embedding_model or default_embedding_model,
+        reference_models=reference, predictor=request.predictor, embedding_model=embedding_model,
     )
     session.add(coreset)
     session.flush()
-    job = create_job(session, KIND, {"coreset_id": coreset.id, "per_benchmark": plan.per_benchmark, "k": plan.total})
+    job = create_job(session, KIND, {"coreset_id": coreset.id, **payload})
     coreset.job_id = job.id
     session.flush()
     return coreset, job
@@ -170,12 +188,18 @@ def _check_reference_models(session: Session, refs: list[str] | str | None) -> l
 
 @register(KIND, queue="gpu")
 def run_coreset(ctx: JobContext) -> dict[str, Any]:
-    """Embed what is missing, (tune alpha,) select, persist the ranked items."""
+    """Text methods: embed what is missing, (tune alpha,) select. RepCore: train (or reuse) the alignment,
+    select anchors. Both persist the ranked items."""
     from app.services.coreset_selection import select_text_coreset
 
     coreset_id = ctx.payload["coreset_id"]
     try:
-        result = select_text_coreset(ctx, coreset_id, ctx.payload["k"], ctx.payload.get("per_benchmark"))
+        if ctx.payload.get("method") == "repcore":
+            from app.services.repcore import select_repcore_coreset
+
+            result = select_repcore_coreset(ctx, coreset_id, ctx.payload["k"], ctx.payload["sources"])
+        else:
+            result = select_text_coreset(ctx, coreset_id, ctx.payload["k"], ctx.payload.get("per_benchmark"))
     except Exception as exc:
         with ctx.session_factory() as session:
             coreset = session.get(Coreset, coreset_id)
