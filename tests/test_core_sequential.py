@@ -472,7 +472,10 @@ def test_rs_mean_interval_formula():
         n = len(obs)
         x = np.array(obs)
         assert est.estimate == pytest.approx(x.mean(), abs=1e-12)
-        var = (x.var(ddof=1) if n > 1 else 0.25) / n * (1 - n / 80)
+        z2h = 0.5 * 1.959963984540054 ** 2  # Agresti-Coull-style pseudo-count floor (rs_mean_s2)
+        pt = (x.sum() + z2h) / (n + 2 * z2h)
+        floor = (((x - pt) ** 2).sum() + z2h * (pt ** 2 + (1 - pt) ** 2)) / (n + 2 * z2h - 1)
+        var = max(x.var(ddof=1) if n > 1 else 0.0, floor) / n * (1 - n / 80)
         assert est.variance == pytest.approx(var, abs=1e-12)
         lo, hi = est.ci
         assert lo == pytest.approx(x.mean() - 1.959963984540054 * math.sqrt(var), abs=1e-12)
@@ -543,3 +546,81 @@ def test_observe_errors_and_bad_references():
         BucketPrior.from_reference_scores(np.zeros(5))
     with pytest.raises(ValueError, match="prior"):
         SequentialEstimator("nope", SessionConfig())
+
+
+# ---------------------------------------------------------------------------- fixes: NLL plateau, RS-Mean floor
+def _binary_irt_problem(seed=0, kr=40, n_items=200, n=150):
+    rng = np.random.default_rng(seed)
+    ability, diff = rng.normal(size=kr), rng.normal(size=n_items)
+    ref = (rng.random((kr, n_items)) < 1 / (1 + np.exp(-(ability[:, None] - diff[None, :])))).astype(float)
+    s = (rng.random(n_items) < 1 / (1 + np.exp(1.0 + diff))).astype(float)  # target far below the references
+    prior = BucketPrior.from_reference_scores(ref)
+    b = prior.bucket_of_item[np.arange(n)]
+    r = s[:n] - prior.bucket_means[b]
+    D2 = prior.sqdist_rows(b)[:, b] / kr
+    return r, D2, prior.bucket_sizes[b] * 1e-4
+
+
+def test_fit_escapes_large_beta_plateau():
+    """At beta = 1e4 all off-diagonal kernel entries underflow: dNLL/dbeta == 0 (a spurious stationary
+    plateau). A single L-BFGS-B run started there (where the first projected step from (1, 1) lands on
+    helm_lite_gsm) stays there; the multi-start fit finds the far better interior optimum."""
+    from scipy.optimize import minimize
+    from app.core.sequential.hyper import LOG_BOUNDS
+    r, D2, noise = _binary_irt_problem()
+    corner = np.log([1e2, 1e4])
+    _, g = neg_log_marginal_likelihood(corner, r, D2, noise)
+    assert g[1] == 0.0
+    single = minimize(neg_log_marginal_likelihood, corner, args=(r, D2, noise), jac=True, method="L-BFGS-B",
+                      bounds=LOG_BOUNDS)
+    assert math.exp(single.x[1]) == pytest.approx(1e4)
+    a, bb, f = fit_alpha_beta(r, D2, noise, alpha0=1e2, beta0=1e4)
+    assert bb < 100 and f < single.fun - 10
+    a1, b1, f1 = fit_alpha_beta(r, D2, noise)  # paper start: same optimum
+    assert abs(f1 - f) < 1e-6 and b1 == pytest.approx(bb, rel=1e-3)
+    # never worse than any start, including the warm start
+    fw = fit_alpha_beta(r, D2, noise, warm=(a, bb))[2]
+    assert fw <= f + 1e-9
+    assert fw <= neg_log_marginal_likelihood(np.log([a, bb]), r, D2, noise, with_grad=False) + 1e-9
+
+
+def test_refit_passes_previous_hyperparameters_as_warm_start(monkeypatch):
+    import app.core.sequential.estimator as est_mod
+    calls = []
+    real = est_mod.fit_alpha_beta
+
+    def spy(*args, **kw):
+        calls.append(kw.get("warm"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(est_mod, "fit_alpha_beta", spy)
+    rng = np.random.default_rng(21)
+    prior, s, _ = gp_data(rng, n_items=80, kr=5)
+    est = SequentialEstimator(prior, SessionConfig(refit_every=10, epsilon1=0, epsilon2=0, max_items=30))
+    hps = []
+    while not est.stopped:
+        (i,) = est.propose()
+        est.observe(i, s[i])
+        hps.append((est.hyperparameters["alpha"], est.hyperparameters["beta"]))
+    assert calls[0] == (1.0, 1.0) and calls[1] == hps[18] and len(calls) == 3
+
+
+def test_rs_mean_identical_scores_keep_a_positive_interval():
+    rng = np.random.default_rng(22)
+    prior = BucketPrior.from_reference_scores(rng.random((3, 1000)))
+    est = SequentialEstimator(prior, SessionConfig(method="rs_mean", seed=0))  # default stopping rule
+    for k in range(60):
+        (i,) = est.propose()
+        est.observe(i, 1.0)
+        assert est.variance > 0.0
+        if k == 29:  # 30 identical scores: Agresti-Coull p~ = 31.92 / 33.84
+            pt = (30 + 1.92073) / (30 + 3.84146)
+            assert math.sqrt(est.variance) > 0.5 * math.sqrt(pt * (1 - pt) / 33.84)
+    assert not est.stopped  # the old s^2 = 0 interval had zero width and stopped at n = 30
+    lo, hi = est.ci
+    assert lo < 1.0 < hi
+    # large n, non-degenerate: the floor does not bind (plain sample variance)
+    x = (rng.random(500) < 0.5).astype(float)
+    from app.core.sequential.estimator import rs_mean_s2
+    assert rs_mean_s2(x) == pytest.approx(x.var(ddof=1), rel=1e-12)
+    assert 0.25 < rs_mean_s2(np.array([1.0])) < 0.35

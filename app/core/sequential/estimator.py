@@ -34,6 +34,32 @@ SIGMA2_UNIQUE = 1e-4  # B >= N - N0 (active selection)
 SIGMA2_NONUNIQUE = 1e-1  # otherwise (random selection)
 
 
+def rs_mean_s2(s: np.ndarray) -> float:
+    """Per-item variance used by RS-Mean: max(sample variance, Agresti-Coull-style pseudo-count floor).
+
+    The plain sample variance is 0 after a run of identical scores (e.g. 30 correct answers), which
+    gives a zero-width interval and fires the stopping rule on a handful of items. The floor is the
+    variance of the sample augmented with z^2/2 pseudo-observations at each end of the score range
+    ([0, 1], widened to the observed min/max if scores fall outside it), z = z_0.975:
+
+        p~ = (sum s + z^2/2 * (lo + hi)) / (n + z^2)
+        s2_floor = (sum (s - p~)^2 + z^2/2 * ((lo - p~)^2 + (hi - p~)^2)) / (n + z^2 - 1)
+
+    For binary scores this is the Agresti-Coull variance p~(1 - p~) (up to the n+z^2-1 vs n+z^2
+    denominator); n = 1 gives ~ the old [0, 1] bound 0.25 (0.26 for s = 0.5). Its influence is
+    O(1/n): for large n, non-degenerate samples s2 = sample variance. The estimate stays the sample
+    mean; the caller multiplies by (1 - n/N) / n (finite-population correction), so the interval
+    still collapses to 0 once every item has been observed.
+    """
+    n = s.shape[0]
+    z2h = 0.5 * Z975 * Z975
+    lo, hi = min(0.0, float(s.min())), max(1.0, float(s.max()))
+    pt = (float(s.sum()) + z2h * (lo + hi)) / (n + 2.0 * z2h)
+    floor = (float(((s - pt) ** 2).sum()) + z2h * ((lo - pt) ** 2 + (hi - pt) ** 2)) / (n + 2.0 * z2h - 1.0)
+    s2 = float(s.var(ddof=1)) if n >= 2 else 0.0
+    return max(s2, floor)
+
+
 class SequentialEstimator:
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
         if not isinstance(prior, BucketPrior):
@@ -207,11 +233,10 @@ class SequentialEstimator:
             w = self._w
             est = (self._sum_s + float(w @ (self._mu + self._h))) / N
             var = (self._sigma2 * float(w @ self._Nb) + float(w @ (self._v - self._g))) / (N * N)
-        else:  # rs_mean: sample mean, finite-population variance (s^2/n)(1 - n/N)
+        else:  # rs_mean: sample mean, finite-population variance (s2/n)(1 - n/N), s2 floored
             s = np.asarray(self._scores)
             est = float(s.mean())
-            s2 = float(s.var(ddof=1)) if n >= 2 else 0.25  # n = 1: the [0, 1] bound
-            var = s2 / n * (1.0 - n / N)
+            var = rs_mean_s2(s) / n * (1.0 - n / N)
         self.estimate = float(est)
         self.variance = float(max(var, 0.0))
 
@@ -328,7 +353,8 @@ class SequentialEstimator:
         d2 = p.sqdist_rows(bC)[:, bC] / p.n_references
         r = np.asarray(self._scores) - self._mu[bC]
         self._alpha, self._beta, _ = fit_alpha_beta(r, d2, self._Nb[bC] * self._sigma2,
-                                                    self._alpha0, self._beta0)
+                                                    self._alpha0, self._beta0,
+                                                    warm=(self._alpha, self._beta))
         self.n_refits += 1
         self._rebuild()
 
