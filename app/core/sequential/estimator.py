@@ -60,6 +60,29 @@ def rs_mean_s2(s: np.ndarray) -> float:
     return max(s2, floor)
 
 
+def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: np.ndarray,
+                            sigma2: float, Nb: np.ndarray) -> np.ndarray:
+    """alpha_IG per bucket (§3.1): ``-0.5 log(1 - Cov(R, s_b | C)^2 / (Var(R | C) Var(s_b | C)))``.
+
+    ``w`` = unobserved items per bucket, ``v - g`` = posterior covariance of every bucket with the
+    weighted sum, ``diag`` = posterior variances; buckets with no unobserved item get -inf.
+    Shared by the single- and multi-target estimators.
+    """
+    s2N = sigma2 * Nb
+    sw = v - g
+    nvar = sigma2 * float(w @ Nb) + float(w @ sw)  # N^2 Var(R | s_C)
+    eligible = w > 0
+    ig = np.full(w.shape[0], -np.inf)
+    if nvar <= 0:
+        ig[eligible] = 0.0
+        return ig
+    num = sw + s2N
+    den = np.maximum(diag + s2N, 1e-300)
+    ratio = np.clip(num * num / (nvar * den), 0.0, 1.0 - 1e-16)
+    ig[eligible] = -0.5 * np.log1p(-ratio[eligible])
+    return ig
+
+
 class SequentialEstimator:
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
         if not isinstance(prior, BucketPrior):
@@ -241,19 +264,7 @@ class SequentialEstimator:
         self.variance = float(max(var, 0.0))
 
     def _ig_scores(self, w, v, g, diag) -> np.ndarray:
-        s2N = self._sigma2 * self._Nb
-        sw = v - g
-        nvar = self._sigma2 * float(w @ self._Nb) + float(w @ sw)  # N^2 Var(R | s_C)
-        eligible = w > 0
-        ig = np.full(w.shape[0], -np.inf)
-        if nvar <= 0:
-            ig[eligible] = 0.0
-            return ig
-        num = sw + s2N
-        den = np.maximum(diag + s2N, 1e-300)
-        ratio = np.clip(num * num / (nvar * den), 0.0, 1.0 - 1e-16)
-        ig[eligible] = -0.5 * np.log1p(-ratio[eligible])
-        return ig
+        return information_gain_scores(w, v, g, diag, self._sigma2, self._Nb)
 
     def information_gain(self) -> np.ndarray:
         """alpha_IG per bucket for the current state (-inf for buckets with no unobserved item)."""

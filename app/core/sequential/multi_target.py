@@ -33,7 +33,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
 from .config import SessionConfig
-from .estimator import Z975
+from .estimator import Z975, information_gain_scores
 from .prior import BucketPrior
 
 SIGMA2_BINARY = 0.1  # App. C.1 (multi-target): sigma^2 init for binary scores
@@ -331,20 +331,7 @@ class MultiTargetEstimator:
     def information_gain(self, target: int) -> np.ndarray:
         """alpha_IG^t per bucket (IG on R_t of observing target t there); -inf where t has no unobserved item."""
         t = int(target)
-        w = self._w[t]
-        s2N = self._sigma2 * self._Nb
-        sw = self._v[t] - self._g[t]
-        nvar = self._sigma2 * float(w @ self._Nb) + float(w @ sw)  # N^2 Var(R_t | s_C)
-        eligible = w > 0
-        ig = np.full(w.shape[0], -np.inf)
-        if nvar <= 0:
-            ig[eligible] = 0.0
-            return ig
-        num = sw + s2N
-        den = np.maximum(self._diag[t] + s2N, 1e-300)
-        ratio = np.clip(num * num / (nvar * den), 0.0, 1.0 - 1e-16)
-        ig[eligible] = -0.5 * np.log1p(-ratio[eligible])
-        return ig
+        return information_gain_scores(self._w[t], self._v[t], self._g[t], self._diag[t], self._sigma2, self._Nb)
 
     # ------------------------------------------------------------------ propose / observe
     def _budget_left(self, t: int) -> int:
