@@ -11,7 +11,8 @@ class CoresetCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$", description="Shared name; each create adds a version.")
-    method: str = Field(description="facility_location, random, stratified_random, dpp, k_center, k_means")
+    method: str = Field(description="text: facility_location, random, stratified_random, dpp, k_center, k_means; "
+                        "score-based: mrmr, anchor_points, irt, lasso, random_search, hardness, pbsc; repcore")
     benchmarks: list[str] = Field(min_length=1, description="Benchmark names or ids.")
     budget: int | dict[str, float] = Field(description='Total item count, or {"fraction": f} of each benchmark.')
     reference_models: list[str] | Literal["all"] | None = Field(
@@ -35,4 +36,5 @@ class PredictRequest(BaseModel):
 
     model: str | None = Field(None, description="The target model; without `scores`, its stored scores are used.")
     scores: list[ScoreIn] | None = None
-    level: float = Field(0.95, gt=0, lt=1, description="Interval level.")
+    level: float | None = Field(
+        None, gt=0, lt=1, description="Interval level; default 0.95 (text and repcore coresets), 0.9 (score-based).")

@@ -52,7 +52,7 @@ def _posted_scores(scores: list[dict[str, Any]], cells: dict, benchmarks: dict[s
 
 
 def predict(session: Session, coreset: Coreset, *, model: str | None, scores: list[dict[str, Any]] | None,
-            level: float) -> dict[str, Any]:
+            level: float | None) -> dict[str, Any]:
     require_ready(coreset)
     cells, benchmarks = _coreset_cells(session, coreset)
     target = get_model(session, model) if model is not None else None
@@ -68,6 +68,11 @@ def predict(session: Session, coreset: Coreset, *, model: str | None, scores: li
                            [{"field": "scores", "detail": "required without model"}])
     if not values:
         raise InvalidInput("no scores", [{"field": "scores", "detail": "empty list"}])
+    from app.services import score_coresets
+
+    if score_coresets.is_score_method(coreset.method):
+        return score_coresets.predict(session, coreset, values, target.name if target else model, level)
+    level = 0.95 if level is None else level
     if coreset.method == "repcore":
         from app.services import repcore
 

@@ -1,7 +1,8 @@
 """Static coresets (``POST /v1/coresets``): validate, select in a job, read, export, predict.
 
 Text methods (papers/000) run on cached item-text embeddings; the job computes the
-missing embeddings first. Selection itself is ``app.core.selection``.
+missing embeddings first. Selection itself is ``app.core.selection``. Score-based methods
+(papers/002) are ``app.services.score_coresets`` (cpu queue); RepCore is ``app.services.repcore``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from app.services.pagination import Page, keyset_page
 
 KIND = "coreset"
 STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True}
-PLANNED_METHODS = {
-    "mrmr", "anchor_points", "irt", "lasso", "random_search", "hardness", "pbsc",
-}
+SCORE_METHODS = ("anchor_points", "hardness", "irt", "lasso", "mrmr", "pbsc", "random_search")  # score_coresets
 HIDDEN_STATE_METHODS = ("repcore",)  # app.services.repcore (papers/003)
 
 
@@ -48,9 +47,8 @@ class CoresetRequest:
 def method_class(method: str) -> type:
     if method in TEXT_METHODS:
         return TEXT_METHODS[method]
-    valid = sorted([*TEXT_METHODS, *HIDDEN_STATE_METHODS])
-    hint = " (score-based methods are not available in this version)" if method in PLANNED_METHODS else ""
-    raise InvalidInput(f"unknown method {method!r}{hint}; valid methods: {', '.join(valid)}",
+    valid = sorted([*TEXT_METHODS, *SCORE_METHODS, *HIDDEN_STATE_METHODS])
+    raise InvalidInput(f"unknown method {method!r}; valid methods: {', '.join(valid)}",
                        [{"field": "method", "detail": f"one of {valid}"}])
 
 
@@ -59,6 +57,10 @@ def check_params(method: str, params: dict[str, Any], seed: int) -> dict[str, An
         from app.services import repcore
 
         return repcore.check_params(params)
+    if method in SCORE_METHODS:
+        from app.services import score_coresets
+
+        return score_coresets.check_params(method, params, seed)
     cls = method_class(method)
     allowed = dict(getattr(cls, "PARAMS", {}))
     unknown = sorted(set(params) - set(allowed))
@@ -133,6 +135,12 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
         reference = request.reference_models if request.reference_models == "all" else [m.name for m in sources]
         return _store(session, request, benchmarks, params, reference, None,
                       {"method": "repcore", "k": k, "sources": [m.id for m in sources]})
+    if request.method in SCORE_METHODS:
+        from app.services import score_coresets
+
+        effective, names, payload = score_coresets.create(session, request, benchmarks, params)
+        return _store(session, effective, benchmarks, params, request.reference_models if request.reference_models
+                      == "all" else names, None, payload, kind=score_coresets.KIND)
     counts = text_item_counts(session, [b.id for b in benchmarks])
     errors = ErrorCollector()
     for b in benchmarks:
@@ -154,7 +162,7 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
 
 def _store(session: Session, request: CoresetRequest, benchmarks: list[Benchmark], params: dict[str, Any],
            reference: list[str] | str | None, embedding_model: str | None,
-           payload: dict[str, Any]) -> tuple[Coreset, Job]:
+           payload: dict[str, Any], kind: str = KIND) -> tuple[Coreset, Job]:
     version = 1
     if request.name:
         latest = session.scalar(select(func.max(Coreset.version)).where(Coreset.name == request.name))
@@ -166,7 +174,7 @@ def _store(session: Session, request: CoresetRequest, benchmarks: list[Benchmark
     )
     session.add(coreset)
     session.flush()
-    job = create_job(session, KIND, {"coreset_id": coreset.id, **payload})
+    job = create_job(session, kind, {"coreset_id": coreset.id, **payload})
     coreset.job_id = job.id
     session.flush()
     return coreset, job
