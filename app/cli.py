@@ -1,4 +1,5 @@
-"""The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade`` and ``session`` (a CI client)."""
+"""The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade``, ``session`` (a CI client) and
+``backtest`` (offline coreset backtest on a wide score CSV; needs no server or database)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,63 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session_id")
     for p in (create, observe, show):
         p.add_argument("--url", default=argparse.SUPPRESS, help="server base URL")
+
+    bt = sub.add_parser("backtest", help="backtest score-based coresets on a wide score CSV (offline)")
+    bt.add_argument("--scores", required=True, help="wide CSV: first column 'model', one column per item")
+    bt.add_argument("--methods", default="random,anchor_points,mrmr",
+                    help="comma-separated selectors among random, irt, anchor_points, lasso, random_search, "
+                         "hardness, pbsc, mrmr")
+    bt.add_argument("--predictors", default=None,
+                    help="method=pred[+pred...] pairs, comma-separated (e.g. 'mrmr=ridge+kernel_ridge,"
+                         "random=mean'); default: random=mean, anchor_points=weighted_mean, irt=gp_irt, "
+                         "others kernel_ridge")
+    bt.add_argument("--budgets", default="0.05,0.1", help="comma-separated coreset fractions of the items")
+    bt.add_argument("--n-reference", type=int, default=30, help="number of reference models")
+    bt.add_argument("--split", default="stratified", choices=["random", "stratified", "extrapolation"])
+    bt.add_argument("--seeds", type=int, default=5, help="number of seeds (splits), 0..n-1")
+    bt.add_argument("--level", type=float, default=0.9, help="conformal interval level for coverage")
+    bt.add_argument("--no-intervals", action="store_true", help="skip the conformal coverage column")
     return parser
+
+
+def backtest_command(args: argparse.Namespace) -> int:
+    from app.core.backtest import markdown_table, run_backtest, summarize
+    from app.core.score_scale import ScoreScale
+    from app.errors import InvalidInput
+    from app.interop.score_csv import parse_wide_csv
+
+    try:
+        with open(args.scores, "rb") as fh:
+            upload = parse_wide_csv(fh.read(), ScoreScale(kind="continuous", minimum=None, maximum=None))
+    except OSError as exc:
+        print(f"evalplan backtest: cannot read {args.scores}: {exc}", file=sys.stderr)
+        return 2
+    except InvalidInput as exc:
+        print(f"evalplan backtest: {exc}", file=sys.stderr)
+        return 2
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    predictors: dict[str, list[str]] = {}
+    if args.predictors:
+        for pair in args.predictors.split(","):
+            if not pair.strip():
+                continue
+            name, sep, preds = pair.partition("=")
+            if not sep:
+                print(f"evalplan backtest: --predictors entry {pair!r} is not method=predictor", file=sys.stderr)
+                return 2
+            predictors[name.strip()] = [p.strip() for p in preds.split("+") if p.strip()]
+    try:
+        budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
+        rows = run_backtest(upload.values, methods, predictors, budgets=budgets, n_reference=args.n_reference,
+                            split=args.split, seeds=args.seeds, level=args.level,
+                            intervals=not args.no_intervals)
+    except ValueError as exc:
+        print(f"evalplan backtest: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(upload.model_names)} models x {len(upload.item_ids)} items, split={args.split}, "
+          f"M={args.n_reference}, seeds={args.seeds}; RMSE/MAE in score units x100, mean ± s.e. over seeds\n")
+    print(markdown_table(summarize(rows)))
+    return 0
 
 
 def session_command(args: argparse.Namespace) -> int:
@@ -91,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "session":
         return session_command(args)
+    if args.command == "backtest":
+        return backtest_command(args)
     settings = get_settings()
     if args.command == "db":
         from app.db.migrate import upgrade
