@@ -15,6 +15,7 @@ from app import __version__
 from app.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware
 from app.api.problems import install_problem_handlers
 from app.api.routes import (
+    backtests,
     benchmark_selections,
     benchmarks,
     coresets,
@@ -73,7 +74,7 @@ def create_app(
     install_problem_handlers(app)
     for router in (health.router, benchmarks.router, models.router, imports.router, jobs.router,
                    embeddings.router, coresets.router, similarity.router, sessions.router, hidden_states.router,
-                   benchmark_selections.router):
+                   benchmark_selections.router, backtests.router):
         app.include_router(router)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:

@@ -1,0 +1,22 @@
+"""Request model of ``POST /v1/backtests`` (offline backtest of score-based coresets, papers/002 §3)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BacktestCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    benchmarks: str | list[str] = Field(description="One benchmark name/id, or a list (rows are tagged `benchmark`).")
+    methods: list[str] = Field(min_length=1, description='Selectors: "random", "irt" and the score-based methods.')
+    predictors: list[str] | dict[str, str | list[str]] | None = Field(
+        None, description="A list applied to every method, or method -> name(s); default per method "
+                          "(random: mean, anchor_points: weighted_mean, irt: gp_irt, else kernel_ridge).")
+    budgets: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.15], min_length=1,
+                                 description="Coreset sizes as fractions of the items, in (0, 1].")
+    n_reference: int = Field(30, description="Reference models per trial: 3 <= n_reference < number of models.")
+    split: str = Field("stratified", description="random, stratified (10 score bins) or extrapolation.")
+    seeds: int = Field(5, description="Number of seeds (trials), 1..20; seeds 0..n-1.")
+    metric: str | None = Field(None, description="Score metric; default each benchmark's default metric.")
+    level: float = Field(0.9, gt=0, lt=1, description="Conformal interval level of the coverage column.")

@@ -1,0 +1,129 @@
+"""POST /v1/backtests end to end on a GENERATED 2-PL benchmark (40 models x 50 items): a stratified
+and an extrapolation backtest as real in-process jobs (rows, columns, finite metrics), and every bad
+input of the issue answered 422 / 404 synchronously with no job created."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from conftest import wait_for_job
+
+N_MODELS, N_ITEMS = 40, 50
+FINITE = ("rmse", "mae", "spearman", "kendall", "coverage", "stability", "seconds")
+
+
+def two_pl(seed: int, n_models: int = N_MODELS, n_items: int = N_ITEMS) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.lognormal(0.0, 0.4, n_items)
+    b = rng.normal(0.0, 1.0, n_items)
+    theta = rng.normal(0.0, 1.0, n_models)
+    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
+    return (rng.random(p.shape) < p).astype(int)
+
+
+def upload(client, bench: str, Y: np.ndarray) -> None:
+    r = client.post("/v1/benchmarks", json={"name": bench, "score_kind": "binary"})
+    assert r.status_code == 201, r.text
+    item_ids = [f"q{j:03d}" for j in range(Y.shape[1])]
+    body = "\n".join(json.dumps({"id": i, "prompt": f"item {i}"}) for i in item_ids)
+    r = client.post(f"/v1/benchmarks/{bench}/items", content=body, headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    lines = ["model," + ",".join(item_ids)]
+    lines += [f"{bench}_m{m:02d}," + ",".join(str(int(v)) for v in row) for m, row in enumerate(Y)]
+    r = client.post(f"/v1/benchmarks/{bench}/scores", content="\n".join(lines) + "\n",
+                    headers={"content-type": "text/csv"})
+    assert r.status_code == 200, r.text
+
+
+def run(client, **body) -> dict:
+    r = client.post("/v1/backtests", json=body)
+    assert r.status_code == 202, r.text
+    job = r.json()["job"]
+    assert job["status"] == "queued" and r.headers["location"] == f"/v1/jobs/{job['id']}"
+    done = wait_for_job(client, job["id"], timeout=180)
+    assert done["status"] == "succeeded", done
+    assert done["kind"] == "backtest" and done["queue"] == "cpu" and done["progress"] == 1.0
+    result = done["result"]
+    assert set(result) >= {"rows", "columns"}
+    assert "agreement" in result["unavailable"]
+    for row in result["rows"]:
+        assert list(row) == result["columns"]
+        assert row["agreement"] is None
+    return result
+
+
+def check_finite(rows: list[dict]) -> None:
+    for row in rows:
+        for key in FINITE:
+            assert row[key] is not None and math.isfinite(row[key]), (key, row)
+        assert row["rmse"] >= row["mae"] >= 0 and -1 <= row["spearman"] <= 1 and -1 <= row["kendall"] <= 1
+        assert 0 <= row["coverage"] <= 1 and row["seconds"] >= 0
+
+
+def test_stratified_backtest_job(committed_client) -> None:
+    client = committed_client
+    upload(client, "gen", two_pl(1))
+    result = run(client, benchmarks="gen", methods=["random", "anchor_points"], predictors=["kernel_ridge"],
+                 budgets=[0.1, 0.2], n_reference=20, split="stratified", seeds=2)
+    rows = result["rows"]
+    assert len(rows) == 2 * 2 * 2  # methods x budgets x seeds (one predictor)
+    assert {(r["method"], r["budget"], r["seed"]) for r in rows} == {
+        (m, b, s) for m in ("random", "anchor_points") for b in (0.1, 0.2) for s in (0, 1)}
+    assert {r["k"] for r in rows} == {5, 10}
+    assert all(r["benchmark"] == "gen" and r["split"] == "stratified" and r["predictor"] == "kernel_ridge"
+               and r["n_reference"] == 20 and r["n_test"] == 20 for r in rows)
+    check_finite(rows)
+    # stability is per (method, budget): the same on both seeds
+    for m in ("random", "anchor_points"):
+        for b in (0.1, 0.2):
+            assert len({r["stability"] for r in rows if r["method"] == m and r["budget"] == b}) == 1
+
+
+def test_extrapolation_backtest_two_benchmarks(committed_client) -> None:
+    client = committed_client
+    upload(client, "gen_a", two_pl(2))
+    upload(client, "gen_b", two_pl(3))
+    result = run(client, benchmarks=["gen_a", "gen_b"], methods=["random"],
+                 predictors={"random": ["mean", "ridge"]}, budgets=[0.2], n_reference=15,
+                 split="extrapolation", seeds=2)
+    rows = result["rows"]
+    assert len(rows) == 2 * 2 * 2  # benchmarks x predictors x seeds
+    assert [r["benchmark"] for r in rows].count("gen_a") == 4 and [r["benchmark"] for r in rows].count("gen_b") == 4
+    assert all(r["split"] == "extrapolation" and r["n_reference"] == 15 and r["n_test"] == 12 for r in rows)
+    check_finite(rows)
+
+
+BAD = [
+    ({"methods": ["nope"]}, 422, "methods.0"),
+    ({"predictors": ["nope"]}, 422, "predictors.0"),
+    ({"predictors": {"random": "nope"}}, 422, "predictors.random"),
+    ({"split": "sideways"}, 422, "split"),
+    ({"budgets": [0.0]}, 422, "budgets.0"),
+    ({"budgets": [0.1, 1.5]}, 422, "budgets.1"),
+    ({"budgets": [5]}, 422, "budgets.0"),
+    ({"seeds": 0}, 422, "seeds"),
+    ({"seeds": 21}, 422, "seeds"),
+    ({"n_reference": 2}, 422, "n_reference"),
+    ({"n_reference": 40}, 422, "n_reference"),
+    ({"n_reference": 25, "split": "extrapolation"}, 422, "n_reference"),
+    ({"benchmarks": "missing"}, 404, None),
+    ({"benchmarks": ["gen", "missing"]}, 404, None),
+    ({"benchmarks": "small", "n_reference": 5}, 422, "benchmarks"),
+]
+
+
+def test_bad_inputs_create_no_job(client) -> None:
+    upload(client, "gen", two_pl(1))
+    upload(client, "small", two_pl(4, n_models=6, n_items=10))
+    base = {"benchmarks": "gen", "methods": ["random"], "budgets": [0.1], "n_reference": 20,
+            "split": "random", "seeds": 2}
+    for change, status, field in BAD:
+        r = client.post("/v1/backtests", json={**base, **change})
+        assert r.status_code == status, (change, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+        if field is not None:
+            assert field in [e.get("field") for e in r.json()["errors"]], (change, r.json())
+    assert client.get("/v1/jobs").json()["items"] == []
