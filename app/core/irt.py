@@ -46,7 +46,8 @@ from scipy.optimize import minimize
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
-from sklearn.metrics import pairwise_distances_argmin
+
+from app.core.selection.baselines import nearest_distinct_items
 
 __all__ = [
     "IRTEstimates",
@@ -234,17 +235,7 @@ class IRTSelection(BaseEstimator):
         sizes = np.bincount(km.labels_, minlength=k)
         order = np.lexsort((np.arange(k), -sizes))
         centers = km.cluster_centers_[order]
-        nearest = pairwise_distances_argmin(centers, X)
-        taken = np.zeros(n, dtype=bool)
-        ranking = np.empty(k, dtype=np.int64)
-        for r, c in enumerate(centers):
-            j = int(nearest[r])
-            if taken[j]:
-                dist = ((X - c) ** 2).sum(axis=1)
-                dist[taken] = np.inf
-                j = int(np.argmin(dist))
-            taken[j] = True
-            ranking[r] = j
+        ranking = nearest_distinct_items(centers, X)
         relabel = np.empty(k, dtype=np.int64)
         relabel[order] = np.arange(k)
         self.ranking_ = ranking

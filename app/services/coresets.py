@@ -209,14 +209,19 @@ def run_coreset(ctx: JobContext) -> dict[str, Any]:
         else:
             result = select_text_coreset(ctx, coreset_id, ctx.payload["k"], ctx.payload.get("per_benchmark"))
     except Exception as exc:
-        with ctx.session_factory() as session:
-            coreset = session.get(Coreset, coreset_id)
-            if coreset is not None:
-                coreset.status = "failed"
-                coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
-                session.commit()
+        mark_coreset_failed(ctx, coreset_id, exc)
         raise
     return result
+
+
+def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> None:
+    """Record why a coreset's job failed on the coreset itself (the job keeps its own error)."""
+    with ctx.session_factory() as session:
+        coreset = session.get(Coreset, coreset_id)
+        if coreset is not None:
+            coreset.status = "failed"
+            coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
+            session.commit()
 
 
 # --------------------------------------------------------------------------- reading

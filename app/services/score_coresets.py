@@ -27,7 +27,6 @@ import numpy as np
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from app.core.budget import fraction_counts
 from app.core.selection.baselines import stratified_counts
 from app.core.selection.base import ParamSpec
 from app.core.selection.score_based import SCORE_METHODS, SCORE_PARAMS
@@ -218,12 +217,9 @@ def run_score_coreset(ctx: JobContext) -> dict[str, Any]:
         return select_score_coreset(ctx, coreset_id, ctx.payload["per_benchmark"], ctx.payload["references"],
                                     bool(ctx.payload.get("predictor_explicit")))
     except Exception as exc:
-        with ctx.session_factory() as session:
-            coreset = session.get(Coreset, coreset_id)
-            if coreset is not None:
-                coreset.status = "failed"
-                coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
-                session.commit()
+        from app.services.coresets import mark_coreset_failed  # coresets imports this module
+
+        mark_coreset_failed(ctx, coreset_id, exc)
         raise
 
 

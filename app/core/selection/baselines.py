@@ -217,6 +217,23 @@ class KCenter(BaseSelector):
         return ranking, gains
 
 
+def nearest_distinct_items(centers: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """The row of ``X`` nearest (Euclidean) each center, in center order; a row already taken by an
+    earlier center is replaced by the nearest free row, so the result has no repeats."""
+    nearest = pairwise_distances_argmin(centers, X)
+    taken = np.zeros(X.shape[0], dtype=bool)
+    ranking = np.empty(len(centers), dtype=np.int64)
+    for r, c in enumerate(centers):
+        j = int(nearest[r])
+        if taken[j]:
+            dist = ((X - c) ** 2).sum(axis=1)
+            dist[taken] = np.inf
+            j = int(np.argmin(dist))
+        taken[j] = True
+        ranking[r] = j
+    return ranking
+
+
 class KMeansSelection(BaseSelector):
     """k-means representatives (§4.2, "n-k-means clustering" as in tinyBenchmarks).
 
@@ -238,17 +255,7 @@ class KMeansSelection(BaseSelector):
         sizes = np.bincount(km.labels_, minlength=k)
         order = np.lexsort((np.arange(k), -sizes))
         centers = km.cluster_centers_[order]
-        nearest = pairwise_distances_argmin(centers, X)
-        taken = np.zeros(X.shape[0], dtype=bool)
-        ranking = np.empty(k, dtype=np.int64)
-        for r, c in enumerate(centers):
-            j = int(nearest[r])
-            if taken[j]:
-                dist = ((X - c) ** 2).sum(axis=1)
-                dist[taken] = np.inf
-                j = int(np.argmin(dist))
-            taken[j] = True
-            ranking[r] = j
+        ranking = nearest_distinct_items(centers, X)
         self.weights_ = sizes[order]
         self.cluster_centers_ = centers
         return ranking, self.weights_.astype(np.float64)
