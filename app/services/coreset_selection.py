@@ -6,14 +6,15 @@ import time
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.selection import TEXT_METHODS
 from app.core.selection.facility_location import sparsity_t
 from app.core.selection.tuning import DEFAULT_GRID, tune_alpha
-from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Model
+from app.db.models import Benchmark, BenchmarkModel, Coreset, Model
 from app.services.embeddings import ensure_embeddings, load_embeddings
+from app.services.coreset_store import save_selection
 from app.services.jobs import JobContext
 from app.services.score_store import load_matrix
 
@@ -121,14 +122,5 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
         **extra, "k": k, "per_benchmark": per_bench, "embeddings": embed_summary, "alpha_tuning": tuning,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id, with_for_update=True)
-        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset_id))
-        if rows:
-            session.execute(insert(CoresetItem), rows)
-        coreset.params = params
-        coreset.status = "ready"
-        coreset.diagnostics = diagnostics
-        coreset.error = None
-        session.commit()
+    save_selection(ctx, coreset_id, rows, diagnostics, params)
     return {"coreset_id": coreset_id, "n_items": len(rows), **{k_: v for k_, v in diagnostics.items() if k_ != "embeddings"}}

@@ -21,6 +21,7 @@ from app.core.budget import fraction_counts
 from app.core.selection import TEXT_METHODS
 from app.db.models import Benchmark, Coreset, CoresetItem, Item, Job
 from app.errors import Conflict, ErrorCollector, InvalidInput, NotFound
+from app.services.coreset_store import mark_coreset_failed
 from app.services.jobs import JobContext, create_job, register
 from app.services.lookups import get_benchmark
 from app.services.pagination import Page, keyset_page
@@ -212,16 +213,6 @@ def run_coreset(ctx: JobContext) -> dict[str, Any]:
         mark_coreset_failed(ctx, coreset_id, exc)
         raise
     return result
-
-
-def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> None:
-    """Record why a coreset's job failed on the coreset itself (the job keeps its own error)."""
-    with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id)
-        if coreset is not None:
-            coreset.status = "failed"
-            coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
-            session.commit()
 
 
 # --------------------------------------------------------------------------- reading

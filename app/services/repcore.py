@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import Benchmark, Coreset, CoresetItem, HiddenState, Item, Model, Score, TrainedModel
+from app.db.models import Benchmark, Coreset, HiddenState, Item, Model, Score, TrainedModel
 from app.errors import ErrorCollector, InvalidInput
+from app.services.coreset_store import save_selection
 from app.services.jobs import JobContext
 
 METHOD = "repcore"
@@ -329,13 +330,7 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
         "reused_training": reused, "training_key": key if params["input"] == "embeddings" else None,
         "training": training, "seconds": round(time.perf_counter() - started, 3),
     }
-    with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id, with_for_update=True)
-        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset_id))
-        if rows:
-            session.execute(insert(CoresetItem), rows)
-        coreset.status, coreset.diagnostics, coreset.error = "ready", diagnostics, None
-        session.commit()
+    save_selection(ctx, coreset_id, rows, diagnostics)
     return {"coreset_id": coreset_id, "benchmark": benchmark_name, "n_items": len(rows),
             **{k_: v for k_, v in diagnostics.items() if k_ != "per_benchmark"}}
 

@@ -24,14 +24,15 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.selection.baselines import stratified_counts
 from app.core.selection.base import ParamSpec
 from app.core.selection.score_based import SCORE_METHODS, SCORE_PARAMS
-from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model
+from app.db.models import Benchmark, BenchmarkModel, Coreset, Item, Model
 from app.errors import ErrorCollector, InvalidInput
+from app.services.coreset_store import mark_coreset_failed, save_selection
 from app.services.jobs import JobContext, register
 from app.services.score_store import load_matrix
 
@@ -217,8 +218,6 @@ def run_score_coreset(ctx: JobContext) -> dict[str, Any]:
         return select_score_coreset(ctx, coreset_id, ctx.payload["per_benchmark"], ctx.payload["references"],
                                     bool(ctx.payload.get("predictor_explicit")))
     except Exception as exc:
-        from app.services.coresets import mark_coreset_failed  # coresets imports this module
-
         mark_coreset_failed(ctx, coreset_id, exc)
         raise
 
@@ -290,13 +289,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
         "predictor": predictor, "predictor_explicit": predictor_explicit, "fits": fits,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id, with_for_update=True)
-        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset_id))
-        if rows:
-            session.execute(insert(CoresetItem), rows)
-        coreset.status, coreset.diagnostics, coreset.error = "ready", diagnostics, None
-        session.commit()
+    save_selection(ctx, coreset_id, rows, diagnostics)
     return {"coreset_id": coreset_id, "n_items": len(rows), "per_benchmark": diagnostics["per_benchmark"],
             "imputed_cells": imputed, "seconds": diagnostics["seconds"]}
 

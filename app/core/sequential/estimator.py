@@ -60,6 +60,17 @@ def rs_mean_s2(s: np.ndarray) -> float:
     return max(s2, floor)
 
 
+def checked_score(score: object) -> float:
+    """``score`` as a finite float; ValueError naming the field otherwise."""
+    try:
+        s = float(score)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"score: must be a number, got {score!r}") from None
+    if not math.isfinite(s):
+        raise ValueError(f"score: must be finite, got {score!r}")
+    return s
+
+
 def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: np.ndarray,
                             sigma2: float, Nb: np.ndarray) -> np.ndarray:
     """alpha_IG per bucket (§3.1): ``-0.5 log(1 - Cov(R, s_b | C)^2 / (Var(R | C) Var(s_b | C)))``.
@@ -321,12 +332,7 @@ class SequentialEstimator:
             raise ValueError(f"item: {item} out of range [0, {self.n_items})")
         if self._observed[item]:
             raise ValueError(f"item: {item} already observed")
-        try:
-            s = float(score)
-        except (TypeError, ValueError):
-            raise ValueError(f"score: must be a number, got {score!r}") from None
-        if not math.isfinite(s):
-            raise ValueError(f"score: must be finite, got {score!r}")
+        s = checked_score(score)
         b = int(self.prior.bucket_of_item[item])
         n = self.n_observed
         if self._bayes:

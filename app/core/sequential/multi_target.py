@@ -33,7 +33,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
 from .config import SessionConfig
-from .estimator import Z975, information_gain_scores
+from .estimator import Z975, checked_score, information_gain_scores
 from .prior import BucketPrior
 
 SIGMA2_BINARY = 0.1  # App. C.1 (multi-target): sigma^2 init for binary scores
@@ -388,12 +388,7 @@ class MultiTargetEstimator:
             raise ValueError(f"target: {t} stopped ({self.stop_reasons[t]}); no more observations")
         if self._obs[t, item]:
             raise ValueError(f"item: {item} already observed for target {t}")
-        try:
-            s = float(score)
-        except (TypeError, ValueError):
-            raise ValueError(f"score: must be a number, got {score!r}") from None
-        if not math.isfinite(s):
-            raise ValueError(f"score: must be finite, got {score!r}")
+        s = checked_score(score)
         move_pointer = not self.in_init_phase()
         b = int(self.prior.bucket_of_item[item])
         n = self.n_total_observed
