@@ -45,10 +45,8 @@ def _brute_loo_krr(X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     out = np.empty(len(y))
     for i in range(len(y)):
         m = np.arange(len(y)) != i
-        ym = y[m].mean()
-        kr = KernelRidge(alpha=lam, kernel="poly", gamma=1.0, degree=2, coef0=1.0)
-        kr.fit(X[m], y[m] - ym)
-        out[i] = y[i] - (ym + kr.predict(X[i : i + 1])[0])
+        kr = KernelRidge(alpha=lam, kernel="poly", degree=2, coef0=1.0).fit(X[m], y[m])
+        out[i] = y[i] - kr.predict(X[i : i + 1])[0]
     return out
 
 
@@ -83,11 +81,14 @@ def test_krr_loo_equals_brute_force_over_grid(seed: int) -> None:
 def test_krr_prediction_equals_sklearn_kernel_ridge() -> None:
     X, y = _data(M=40, k=10, seed=3)
     p = KernelRidgePredictor(degree=2, coef0=1).fit(X, y)
-    kr = KernelRidge(alpha=p.lambda_, kernel="poly", gamma=1.0, degree=2, coef0=1.0)
-    kr.fit(X, y - y.mean())
+    assert p.gamma_ == pytest.approx(1 / 10)  # sklearn's default gamma, as in the paper's code
+    kr = KernelRidge(alpha=p.lambda_, kernel="poly", degree=2, coef0=1.0).fit(X, y)
     Xt = np.random.default_rng(9).uniform(0, 1, size=(6, 10))
-    assert np.allclose(p.predict(Xt), y.mean() + kr.predict(Xt), atol=1e-9)
-    assert np.allclose(p.predict(X), y.mean() + kr.predict(X), atol=1e-9)
+    assert np.allclose(p.predict(Xt), kr.predict(Xt), atol=1e-9)
+    assert np.allclose(p.predict(X), kr.predict(X), atol=1e-9)
+    explicit = KernelRidgePredictor(gamma=1.0).fit(X, y)
+    kr1 = KernelRidge(alpha=explicit.lambda_, kernel="poly", gamma=1.0, degree=2, coef0=1.0).fit(X, y)
+    assert np.allclose(explicit.predict(Xt), kr1.predict(Xt), atol=1e-9)
 
 
 def test_binary_grid_used_for_binary_scores() -> None:

@@ -16,14 +16,16 @@ Predictors
   implemented by **centering y and the columns of X** on the reference models (so it equals
   ``sklearn.linear_model.Ridge(alpha=lam, fit_intercept=True)``).
 * :class:`KernelRidgePredictor` - kernel ridge regression, 002 §2.3
-  ``alpha = (K + lam I_M)^{-1} y`` with the polynomial kernel ``K(x, z) = (gamma x.z + coef0)^degree``,
-  degree 2, coef0 1 and **gamma = 1** (the paper's "polynomial ridge regression" uses the plain
-  inhomogeneous form ``(x.z + 1)^2``; note sklearn's ``kernel="poly"`` default gamma is
-  ``1/n_features``, so pass ``gamma=1`` explicitly to compare). Intercept: **y is centered** on
-  the reference mean before solving and the mean is added back (the kernel itself carries a
-  penalised constant feature through ``coef0``); this equals
-  ``sklearn.kernel_ridge.KernelRidge(alpha=lam, kernel="poly", gamma=1, degree=2, coef0=1)``
-  fitted on ``y - mean(y)``, plus ``mean(y)``. Default predictor for score-based coresets.
+  ``alpha = (K + lam I_M)^{-1} y``, ``f(x) = sum_i alpha_i K(x, x_i)``, with the polynomial kernel
+  ``K(x, z) = (gamma x.z + coef0)^degree``, degree 2, coef0 1 and **gamma = 1/k** (k = coreset
+  size), i.e. exactly ``sklearn.kernel_ridge.KernelRidge(alpha=lam, kernel="poly", degree=2,
+  coef0=1)`` with its default gamma, which is what the paper's reference implementation fits. No
+  intercept besides the penalised constant feature carried by ``coef0`` (as in the equation).
+  With gamma = 1/k the kernel sees the coreset *mean* co-success ``x.z / k`` in [0, 1], so the
+  D.1 lambda grid is on the right scale whatever k is; with gamma = 1 (an earlier choice of ours)
+  ``K`` grows like k^2 and the grid barely regularises: on openllm_v2_math_hard with M = 30 that
+  made mRMR++ worse than the coreset mean (docs/DECISIONS.md). Default predictor for score-based
+  coresets.
 * :class:`AIPWPredictor` - augmented inverse-propensity-weighted estimator of Zhang, Dorner &
   Hardt (2025), used by 002 App. L.1 for out-of-distribution targets (see its docstring).
 
@@ -35,8 +37,7 @@ picks the binary grid when every reference coreset score is 0 or 1, else the con
 LOO is computed in closed form from **one** SVD (ridge) / eigendecomposition (KRR) shared by
 all lambdas: for a penalised least-squares smoother ``y_hat = H y`` the LOO residual is
 ``(y_i - y_hat_i) / (1 - H_ii)``. For ridge, ``H = 11^T/M + U diag(s^2/(s^2+lam)) U^T`` (``Xc = U S V^T``,
-the intercept being an unpenalised column). For KRR with y-centering the centering mean itself
-changes when a model is left out; the LOO prediction is still exact by linearity (see
+the intercept being an unpenalised column). For KRR ``H = K (K + lam I)^{-1}`` (see
 :func:`_krr_loo_predictions`). Both are checked against brute-force refits in the tests.
 """
 
@@ -106,9 +107,14 @@ def _lambda_grid(lambdas: Sequence[float] | None, X: np.ndarray) -> np.ndarray:
 
 
 def polynomial_kernel(
-    A: np.ndarray, B: np.ndarray, degree: int = 2, coef0: float = 1.0, gamma: float = 1.0
+    A: np.ndarray, B: np.ndarray, degree: int = 2, coef0: float = 1.0, gamma: float | None = None
 ) -> np.ndarray:
-    """``K[i, j] = (gamma * A_i . B_j + coef0) ** degree`` (002 §2.3 polynomial KRR)."""
+    """``K[i, j] = (gamma * A_i . B_j + coef0) ** degree`` (002 §2.3 polynomial KRR).
+
+    ``gamma=None`` means ``1 / n_features`` (scikit-learn's default, used by the paper's code).
+    """
+    if gamma is None:
+        gamma = 1.0 / np.shape(A)[1]
     return (gamma * (np.asarray(A, float) @ np.asarray(B, float).T) + coef0) ** degree
 
 
@@ -208,36 +214,27 @@ class RidgePredictor:
 
 # ----------------------------------------------------------------------------- kernel ridge
 def _krr_loo_predictions(Q: np.ndarray, ev: np.ndarray, y: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """Exact LOO predictions (M x L) of y-centered KRR, for every lambda, from ``K = Q diag(ev) Q^T``.
+    """Exact LOO predictions (M x L) of KRR, for every lambda, from ``K = Q diag(ev) Q^T``.
 
-    Uncentered KRR is the smoother ``A = K (K + lam I)^{-1} = Q diag(ev/(ev+lam)) Q^T``; for any
-    target vector z its LOO prediction at i is ``g_i(z) = z_i - (z_i - (Az)_i) / (1 - A_ii)``,
-    linear in z and independent of z_i. Centering with the LOO mean
-    ``c_i = (sum(y) - y_i)/(M-1)`` gives the LOO prediction ``c_i + g_i(y) - c_i g_i(1)``.
+    KRR is the linear smoother ``H = K (K + lam I)^{-1} = Q diag(ev/(ev+lam)) Q^T``; its LOO
+    prediction at i is ``y_i - (y_i - (Hy)_i) / (1 - H_ii)``.
     """
-    M = y.shape[0]
     F = ev[:, None] / (ev[:, None] + lam[None, :])  # (M, L)
-    a_diag = (Q**2) @ F  # (M, L)
-    om = _one_minus(a_diag)
-
-    def g(z: np.ndarray) -> np.ndarray:
-        Az = Q @ (F * (Q.T @ z)[:, None])
-        return z[:, None] - (z[:, None] - Az) / om
-
-    c = (y.sum() - y) / (M - 1)
-    return c[:, None] + g(y) - c[:, None] * g(np.ones(M))
+    h_diag = (Q**2) @ F  # (M, L)
+    Hy = Q @ (F * (Q.T @ y)[:, None])
+    return y[:, None] - (y[:, None] - Hy) / _one_minus(h_diag)
 
 
 class KernelRidgePredictor:
     """Polynomial kernel ridge regression (002 §2.3), the default for score-based coresets.
 
-    ``f(x) = mean(y) + sum_i alpha_i K(x, x_i)``, ``alpha = (K + lam I)^{-1} (y - mean(y))``,
-    ``K(x, z) = (gamma x.z + coef0)^degree`` (defaults degree 2, coef0 1, gamma 1). lambda by
+    ``f(x) = sum_i alpha_i K(x, x_i)``, ``alpha = (K + lam I)^{-1} y``,
+    ``K(x, z) = (gamma x.z + coef0)^degree`` (defaults degree 2, coef0 1, gamma 1/k). lambda by
     exact LOO over the 002 App. D.1 grid from one eigendecomposition of K.
 
     Attributes
     ----------
-    lambda_, loo_mse_ (per grid lambda, grid in ``lambdas_``), dual_coef_, y_mean_.
+    lambda_, loo_mse_ (per grid lambda, grid in ``lambdas_``), loo_residuals_, dual_coef_, gamma_.
     """
 
     def __init__(
@@ -245,7 +242,7 @@ class KernelRidgePredictor:
         degree: int = 2,
         coef0: float = 1.0,
         lambdas: Sequence[float] | None = None,
-        gamma: float = 1.0,
+        gamma: float | None = None,
     ) -> None:
         self.degree = degree
         self.coef0 = coef0
@@ -253,11 +250,12 @@ class KernelRidgePredictor:
         self.gamma = gamma
 
     def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return polynomial_kernel(A, B, self.degree, self.coef0, self.gamma)
+        return polynomial_kernel(A, B, self.degree, self.coef0, self.gamma_)
 
     def fit(self, X_ref: np.ndarray, y_ref: np.ndarray) -> KernelRidgePredictor:
         X, y = _check_fit(X_ref, y_ref, min_m=2)
         lam = _lambda_grid(self.lambdas, X)
+        self.gamma_ = 1.0 / X.shape[1] if self.gamma is None else float(self.gamma)
         K = self._kernel(X, X)
         ev, Q = np.linalg.eigh(K)
         ev = np.clip(ev, 0.0, None)  # K is PSD; drop round-off negatives
@@ -268,15 +266,14 @@ class KernelRidgePredictor:
         self.loo_mse_ = np.mean(resid**2, axis=0)
         j = int(np.argmin(self.loo_mse_))
         self.lambda_ = float(lam[j])
-        self.y_mean_ = float(y.mean())
-        self.dual_coef_ = Q @ ((Q.T @ (y - self.y_mean_)) / (ev + self.lambda_))
+        self.dual_coef_ = Q @ ((Q.T @ y) / (ev + self.lambda_))
         self.X_fit_ = X
         self.n_features_in_ = X.shape[1]
         return self
 
     def predict(self, X_target: np.ndarray) -> np.ndarray:
         Xt = _check_target(X_target, self.n_features_in_)
-        return self.y_mean_ + self._kernel(Xt, self.X_fit_) @ self.dual_coef_
+        return self._kernel(Xt, self.X_fit_) @ self.dual_coef_
 
 
 # ----------------------------------------------------------------------------- AIPW
