@@ -69,6 +69,12 @@ def target_scores(coreset: dict, rows: dict[str, np.ndarray]) -> list[dict]:
     return out
 
 
+def stored_fits(session_factory, coreset_id: str) -> dict:
+    """The fitted predictor state (deferred column, never in the GET response)."""
+    with session_factory() as session:
+        return session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset_id))["fits"]
+
+
 @pytest.fixture(scope="module")
 def suite():
     return make_suite(N_ITEMS, seed=1)
@@ -95,7 +101,7 @@ def test_every_score_method_selects_and_predicts(committed_client, suite) -> Non
         assert coreset["n_items"] == K and [i["rank"] for i in coreset["items"]] == list(range(1, K + 1))
         assert len({i["item"] for i in coreset["items"]}) == K
         diag = coreset["diagnostics"]
-        assert diag["n_references"] == N_REF + 1 and diag["imputed_cells"] == {next(iter(diag["fits"])): 6}
+        assert diag["n_references"] == N_REF + 1 and diag["imputed_cells"] == {next(iter(diag["fits_summary"])): 6}
         assert coreset["predictor"] == body.get("predictor", "kernel_ridge")
         if method in ("anchor_points", "irt"):
             assert all(i["weight"] is not None for i in coreset["items"])
@@ -136,13 +142,13 @@ def test_every_score_method_selects_and_predicts(committed_client, suite) -> Non
     assert stored["overall"]["estimate"] == posted["overall"]["estimate"]
 
 
-def test_target_above_every_reference_is_extrapolation_with_aipw(committed_client) -> None:
+def test_target_above_every_reference_is_extrapolation_with_aipw(committed_client, committed_session_factory) -> None:
     client = committed_client
     suite = make_suite(N_ITEMS, seed=3, shift=-1.5)  # weak references: none is perfect on the coreset
     upload(client, "gen", suite["ref"])
     coreset = create(client, method="anchor_points", benchmarks=["gen"], budget=K,
                      reference_models=[f"ref{m:02d}" for m in range(N_REF)])
-    X_ref = np.array(next(iter(coreset["diagnostics"]["fits"].values()))["X_ref"])
+    X_ref = np.array(next(iter(stored_fits(committed_session_factory, coreset["id"]).values()))["X_ref"])
     assert X_ref.mean(axis=1).max() < 1.0
     perfect = {"gen": np.ones(N_ITEMS)}
     out = client.post(f"/v1/coresets/{coreset['id']}/predict", json={"scores": target_scores(coreset, perfect)}).json()
@@ -182,6 +188,50 @@ def test_two_benchmarks_int_budget_split_proportionally(committed_client, suite)
                   reference_models="all")
     per = [i["benchmark"] for i in frac["items"]]
     assert per.count("big") == 6 and per.count("small") == 3
+
+
+def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, committed_session_factory,
+                                                               suite) -> None:
+    """The predictor state (references x k numbers) lives in the deferred ``fitted_state`` column:
+    GET / list stay small, predict gives what a refit on the raw reference scores gives."""
+    from sqlalchemy import inspect
+
+    from app.core.intervals import loo_conformal_interval
+    from app.core.predictors import RidgePredictor
+
+    client = committed_client
+    upload(client, "gen", suite["ref"])
+    k = 40  # X_ref: 30 x 40 numbers, ~25 kB of JSON if it were shipped
+    coreset = create(client, method="pbsc", benchmarks=["gen"], budget=k, reference_models="all", predictor="ridge")
+    raw = client.get(f"/v1/coresets/{coreset['id']}").text
+    listed = client.get("/v1/coresets").text
+    for body in (raw, listed):
+        for key in ("X_ref", "y_ref", '"fits"', '"theta"'):
+            assert key not in body, key
+    assert len(raw) < 150 * k + 2000, len(raw)  # the items and a few scalars; nothing per reference
+    (bid, summary), = coreset["diagnostics"]["fits_summary"].items()
+    assert summary["n_items"] == N_ITEMS and summary["k"] == k and summary["n_references"] == N_REF
+    assert summary["lambda"] is not None and summary["lambda"] > 0
+
+    cols = [ids().index(i["item"]) for i in coreset["items"]]
+    fits = stored_fits(committed_session_factory, coreset["id"])
+    assert list(fits) == [bid]
+    X, y = suite["ref"][:, cols].astype(float), suite["ref"].mean(axis=1)
+    np.testing.assert_array_equal(np.array(fits[bid]["X_ref"]), X)
+    np.testing.assert_allclose(np.array(fits[bid]["y_ref"]), y)
+    with committed_session_factory() as session:  # deferred: loading the row does not load the state
+        assert "fitted_state" in inspect(session.get(Coreset, coreset["id"])).unloaded
+
+    for target in suite["targets"][:3]:
+        out = client.post(f"/v1/coresets/{coreset['id']}/predict",
+                          json={"scores": target_scores(coreset, {"gen": target})})
+        assert out.status_code == 200, out.text
+        entry = out.json()["benchmarks"]["gen"]
+        ci = loo_conformal_interval(RidgePredictor, X, y, target[cols].astype(float), level=0.9, method="split")
+        clip = lambda v: min(max(float(v), 0.0), 1.0)  # noqa: E731 (binary scale)
+        assert entry["predictor"] == "ridge" and entry["n_items"] == k and entry["n_total"] == N_ITEMS
+        assert entry["estimate"] == pytest.approx(clip(ci.center[0]), abs=1e-12)
+        assert entry["interval"] == pytest.approx([clip(ci.lower[0]), clip(ci.upper[0])], abs=1e-12)
 
 
 BAD = {

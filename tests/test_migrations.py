@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,50 @@ def test_round_trip_on_fresh_sqlite(sqlite_url: str) -> None:
 
 def test_round_trip_on_fresh_postgresql(postgres_url: str) -> None:
     check_round_trip(postgres_url)
+
+
+def check_fits_move(url: str) -> None:
+    """0006 moves a score-based coreset's diagnostics["fits"] into fitted_state (and back on downgrade)."""
+    fits = {"bm_1": {"items": [3, 1], "n_items": 5, "X_ref": [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]],
+                     "y_ref": [0.4, 0.6, 0.8], "weights": None, "lambda": 0.5, "irt": None}}
+    upgrade(url, "0005")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for cid, diagnostics in [("cs_score", {"k": 2, "predictor": "ridge", "fits": fits}),
+                                     ("cs_text", {"k": 2}), ("cs_none", None)]:
+                conn.execute(text(
+                    "INSERT INTO coresets (id, version, method, status, benchmark_ids, budget, params, seed, "
+                    "diagnostics, created_at, updated_at) VALUES (:id, 1, 'pbsc', 'ready', '[\"bm_1\"]', '2', '{}', "
+                    "0, :diag, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
+                    {"id": cid, "diag": None if diagnostics is None else json.dumps(diagnostics)})
+        upgrade(url)
+
+        def read() -> dict[str, tuple[object, object]]:
+            with engine.connect() as conn:
+                rows = conn.execute(text("SELECT id, diagnostics, fitted_state FROM coresets")).all()
+            decode = lambda v: json.loads(v) if isinstance(v, str) else v  # noqa: E731 (SQLite: text)
+            return {r[0]: (decode(r[1]), decode(r[2])) for r in rows}
+
+        after = read()
+        assert after["cs_score"] == ({"k": 2, "predictor": "ridge", "fits_summary": {
+            "bm_1": {"n_items": 5, "k": 2, "lambda": 0.5, "n_references": 3}}}, {"fits": fits})
+        assert after["cs_text"] == ({"k": 2}, None) and after["cs_none"] == (None, None)
+
+        downgrade(url, "0005")
+        with engine.connect() as conn:
+            rows = dict(conn.execute(text("SELECT id, diagnostics FROM coresets")).all())
+        decoded = {k: json.loads(v) if isinstance(v, str) else v for k, v in rows.items()}
+        assert decoded == {"cs_score": {"k": 2, "predictor": "ridge", "fits": fits}, "cs_text": {"k": 2},
+                           "cs_none": None}
+        assert "fitted_state" not in schema_of(url)["coresets"]
+    finally:
+        engine.dispose()
+
+
+def test_fitted_state_data_migration_on_sqlite(sqlite_url: str) -> None:
+    check_fits_move(sqlite_url)
+
+
+def test_fitted_state_data_migration_on_postgresql(postgres_url: str) -> None:
+    check_fits_move(postgres_url)

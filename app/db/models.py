@@ -201,6 +201,9 @@ class Coreset(Base):
     embedding_model: Mapped[str | None] = mapped_column(String(300))
     job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     diagnostics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # What predict needs to refit the predictor (score-based: {"fits": {benchmark_id: {X_ref, y_ref, ...}}}),
+    # M x k numbers per benchmark: deferred, so listing / GET never load it (docs/DECISIONS.md).
+    fitted_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

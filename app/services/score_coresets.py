@@ -9,8 +9,11 @@ them and the database (see docs/DECISIONS.md "Score-based coresets").
   the benchmarks by ``stratified_counts``, at least one each) or ``{"fraction": f}`` per benchmark.
 * job (queue ``cpu``): per benchmark, the reference matrix (models x items, missing cells imputed by
   the item's mean over the references), the selector fitted with that benchmark's k_b; the
-  coreset stores, in ``diagnostics["fits"]``, the references' coreset scores and full-benchmark
-  scores per benchmark so that predict refits the predictor deterministically.
+  coreset stores, in its deferred ``fitted_state`` column (``{"fits": {benchmark_id: fit}}``), the
+  references' coreset scores ``X_ref`` and full-benchmark scores ``y_ref`` per benchmark (plus
+  weights, lambda, IRT parameters) so that predict refits the predictor deterministically.
+  ``diagnostics`` (returned by GET) keeps only ``fits_summary``: per benchmark ``n_items``, ``k``,
+  ``lambda`` and ``n_references`` -- never arrays that grow with references x k.
 * predict: per benchmark the stored predictor (AIPW when the target is outside the references'
   coreset means, unless the caller chose the predictor), a leave-one-reference-out split-conformal
   interval; capabilities / overall = mean over benchmarks with a Bonferroni-combined interval.
@@ -286,12 +289,18 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
     diagnostics = {
         "k": len(rows), "per_benchmark": {bid: int(k_b) for bid, k_b in zip(benchmark_ids, per_benchmark)},
         "reference_models": names, "n_references": len(names), "imputed_cells": imputed,
-        "predictor": predictor, "predictor_explicit": predictor_explicit, "fits": fits,
+        "predictor": predictor, "predictor_explicit": predictor_explicit, "fits_summary": fits_summary(fits),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    save_selection(ctx, coreset_id, rows, diagnostics)
+    save_selection(ctx, coreset_id, rows, diagnostics, fitted_state={"fits": fits})
     return {"coreset_id": coreset_id, "n_items": len(rows), "per_benchmark": diagnostics["per_benchmark"],
             "imputed_cells": imputed, "seconds": diagnostics["seconds"]}
+
+
+def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The small, user-facing part of the fits (``diagnostics.fits_summary``); no per-reference arrays."""
+    return {bid: {"n_items": int(fit["n_items"]), "k": len(fit["items"]), "lambda": fit.get("lambda"),
+                  "n_references": len(fit["y_ref"])} for bid, fit in fits.items()}
 
 
 # --------------------------------------------------------------------------- predict
@@ -355,13 +364,22 @@ def _num(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def load_fits(session: Session, coreset: Coreset) -> dict[str, Any]:
+    """The stored fits, read explicitly from the deferred ``fitted_state`` column (a coreset written
+    before it existed kept them in ``diagnostics["fits"]``; migration 0006 moves them)."""
+    state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset.id))
+    if state and state.get("fits"):
+        return state["fits"]
+    return (coreset.diagnostics or {}).get("fits") or {}
+
+
 def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
             level: float | None) -> dict[str, Any]:
     from app.core.intervals import _kth_smallest, extrapolation_flag, loo_conformal_interval
 
     level = DEFAULT_LEVEL if level is None else float(level)
     diagnostics = coreset.diagnostics or {}
-    fits = diagnostics.get("fits") or {}
+    fits = load_fits(session, coreset)
     stored = diagnostics.get("predictor") or coreset.predictor or DEFAULT_PREDICTOR
     explicit = bool(diagnostics.get("predictor_explicit"))
     benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
