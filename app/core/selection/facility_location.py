@@ -111,6 +111,8 @@ def build_similarity_graph(embeddings: Any, labels: Any, t: int, stratify: bool 
     ``<= 0`` are not stored; the diagonal is ``1``. Built in row chunks of about ``chunk_elems``
     similarities (float32 BLAS matmul + exact top-t) on ``n_threads`` threads; column indices are
     sorted within each row; ``data`` is float32, ``indices``/``indptr`` int32 (int64 if needed).
+    The result is bit-identical for the same settings; across chunk sizes / thread counts the BLAS
+    kernel may round a similarity's last float32 bit differently.
     """
     X = check_embeddings(embeddings, dtype=np.float32)
     n = X.shape[0]
