@@ -26,6 +26,9 @@ Protocol (one *trial* = one seed)
    ``coverage`` = fraction of test models inside the ``level`` interval of
    :func:`app.core.intervals.loo_conformal_interval` (split conformal on leave-one-reference-out
    residuals; NaN for ``gp_irt`` / ``p_irt``, whose LOO refits would re-fit a 2PL M times);
+   ``agreement`` = mean over the test models of the item-level Agreement of 003 App. C.1
+   (:mod:`app.core.item_predictions`; binary scores only, NaN for predictors without item-level
+   predictions: ``mean``, ``aipw``, ``guard``);
    ``frac_flagged`` = fraction of test models outside the references' coreset-mean range
    (:func:`~app.core.intervals.extrapolation_flag`); ``seconds`` = selection + predictor
    fit/predict wall time (not the interval calibration).
@@ -52,6 +55,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from app.core.intervals import loo_conformal_interval
 from app.core.irt import IRTPredictor, IRTSelection
+from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
 from app.core.predictors import (AIPWPredictor, KernelRidgePredictor, MeanPredictor, RidgePredictor,
                                  WeightedMeanPredictor)
 from app.core.selection.score_based import SCORE_METHODS
@@ -216,15 +220,23 @@ def _coverage(lower: np.ndarray, upper: np.ndarray, y: np.ndarray) -> float:
 
 def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, Xt: np.ndarray,
              yt: np.ndarray, sel_idx: np.ndarray, weights: np.ndarray | None, selector: Any,
-             flagged: np.ndarray, level: float, seed: int, intervals: bool) -> tuple[np.ndarray, float]:
-    """(predictions on Xt, coverage) for predictor ``name``."""
+             flagged: np.ndarray, level: float, seed: int, intervals: bool,
+             items: bool = False) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """(predictions on Xt, coverage, item-level predictions (T x N) or None) for predictor ``name``.
+
+    Item-level predictions (``items=True``) follow :mod:`app.core.item_predictions`."""
     if name in ("gp_irt", "p_irt"):
         params = None
         if isinstance(selector, IRTSelection):
             params = (selector.a_, selector.b_, selector.theta_)
         pred = IRTPredictor(seed=seed).fit(Y_full_ref, sel_idx, weights=weights, item_params=params)
         est = pred.predict(Xt)
-        return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan
+        return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan, pred.item_probabilities_
+    item_pred = None
+    if items and name in ("ridge", "kernel_ridge"):
+        item_pred = regression_item_predictions(name, Xr, Y_full_ref, Xt)
+    elif items and name == "weighted_mean" and getattr(selector, "labels_", None) is not None:
+        item_pred = anchor_item_predictions(selector.labels_, Xt)
     if name == "weighted_mean" and weights is None:
         weights = np.full(Xr.shape[1], 1.0 / Xr.shape[1])
     if name == "guard":
@@ -240,14 +252,14 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
                     ci = loo_conformal_interval(fac, Xr, yr, Xt[mask], level=level)
                     inside[mask] = (ci.lower <= yt[mask]) & (yt[mask] <= ci.upper)
             cov = float(inside.mean())
-        return out, cov
+        return out, cov, None
     fac = _factory(name, weights)
     out = np.asarray(fac().fit(Xr, yr).predict(Xt), dtype=float)
     cov = math.nan
     if intervals:
         ci = loo_conformal_interval(fac, Xr, yr, Xt, level=level)
         cov = _coverage(ci.lower, ci.upper, yt)
-    return out, cov
+    return out, cov, item_pred
 
 
 def run_backtest(
@@ -274,11 +286,12 @@ def run_backtest(
     intervals : compute conformal coverage (one LOO refit per reference per row).
 
     Row keys: method, predictor, label, split, budget, k, seed, n_reference, n_test, rmse, mae,
-    spearman, kendall, coverage, frac_flagged, seconds, stability.
+    spearman, kendall, agreement, coverage, frac_flagged, seconds, stability.
     """
     Y = impute_item_mean(Y)
     M, N = Y.shape
     s = Y.mean(axis=1)
+    binary = bool(np.all((Y == 0.0) | (Y == 1.0)))
     seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(x) for x in seeds]
     if not seed_list:
         raise ValueError("need at least one seed")
@@ -322,16 +335,23 @@ def run_backtest(
                 flagged = (xm < ref_means.min()) | (xm > ref_means.max())
                 for name in plist:
                     t1 = time.perf_counter()
-                    pred, cov = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
-                                         selector, flagged, level, seed, False)
+                    pred, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
+                                            selector, flagged, level, seed, False)
                     t_pred = time.perf_counter() - t1
                     if intervals and name not in _NO_INTERVAL:
-                        _, cov = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
-                                          selector, flagged, level, seed, True)
+                        _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
+                                             selector, flagged, level, seed, True)
+                    agree = math.nan
+                    if binary:
+                        _, _, item_pred = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
+                                                   selector, flagged, level, seed, False, items=True)
+                        if item_pred is not None:
+                            agree = float(np.mean(agreement_per_target(item_pred, Y_test, idx)))
                     rows.append({
                         "method": m, "predictor": name, "label": paper_label(m, name), "split": split,
                         "budget": float(budget), "k": k, "seed": seed, "n_reference": int(ref.size),
                         "n_test": int(test.size), **regression_metrics(s_test, pred), "coverage": cov,
+                        "agreement": agree,
                         "frac_flagged": float(flagged.mean()), "seconds": t_sel + t_pred,
                     })
     stab = {key: nogueira_stability(v, N) for key, v in chosen.items()}
@@ -341,7 +361,7 @@ def run_backtest(
 
 
 # ----------------------------------------------------------------------------- reporting
-METRICS = ("rmse", "mae", "spearman", "kendall", "coverage", "stability", "seconds")
+METRICS = ("rmse", "mae", "spearman", "kendall", "agreement", "coverage", "stability", "seconds")
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
@@ -375,13 +395,13 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], percent: bool = True, w
     sc = 100.0 if percent else 1.0
     unit = " (x100)" if percent else ""
     head = (f"| method | predictor | budget | seeds | RMSE{unit} | MAE{unit} | Spearman | Kendall | "
-            "coverage | stability | seconds |")
-    lines = [head, "|" + "---|" * 11]
+            "Agreement | coverage | stability | seconds |")
+    lines = [head, "|" + "---|" * 12]
     for d in summary:
         def g(key, scale=1.0, digits=3):
             return _fmt(d[key], d[key + "_se"] if with_se else None, scale, digits)
         lines.append(f"| {d['label']} | {d['predictor']} | {d['budget']:g} | {d['n_seeds']} | "
                      f"{g('rmse', sc, 2)} | {g('mae', sc, 2)} | {g('spearman')} | {g('kendall')} | "
-                     f"{_fmt(d['coverage'], None, 1, 2)} | {_fmt(d['stability'], None, 1, 2)} | "
+                     f"{_fmt(d.get('agreement', math.nan), None, 1, 3)} | {_fmt(d['coverage'], None, 1, 2)} | {_fmt(d['stability'], None, 1, 2)} | "
                      f"{_fmt(d['seconds'], None, 1, 2)} |")
     return "\n".join(lines)

@@ -288,7 +288,8 @@ class IRTPredictor(BaseEstimator):
 
     ``predict(y_S)`` with ``y_S`` of shape ``(n,)`` (one target) or ``(t, n)`` (coreset order as
     ``selected``) returns ``IRTEstimates(p_irt, gp_irt)`` (arrays of shape ``(t,)``) and sets
-    ``p_irt_``, ``gp_irt_``, ``weighted_`` (the anchor estimate) and ``theta_`` (``(t, dim)``).
+    ``p_irt_``, ``gp_irt_``, ``weighted_`` (the anchor estimate), ``theta_`` (``(t, dim)``) and
+    ``item_probabilities_`` (``(t, N)``: the 2PL curves at ``theta_``, for item-level Agreement).
     """
 
     def __init__(self, dim: int = 1, l2: float = 1.0, theta_l2: float | str = "auto",
@@ -400,6 +401,7 @@ class IRTPredictor(BaseEstimator):
         weighted = (np.where(obs, yS, 0.0) * wmat).sum(axis=1) / wmat.sum(axis=1).clip(1e-300)
         gp = self.lam_ * weighted + (1.0 - self.lam_) * p_irt
         self.theta_ = thetas
+        self.item_probabilities_ = P
         self.weighted_ = weighted
         self.p_irt_ = p_irt
         self.gp_irt_ = gp

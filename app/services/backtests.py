@@ -33,8 +33,9 @@ EXTRAPOLATION_POOL = 0.5  # references from the bottom 50% (app.core.backtest.sp
 COLUMNS = ["benchmark", "method", "predictor", "label", "split", "budget", "k", "seed", "n_reference",
            "n_test", "rmse", "mae", "spearman", "kendall", "agreement", "stability", "coverage",
            "frac_flagged", "seconds"]
-UNAVAILABLE = {"agreement": "item-level Agreement (003 App. C.1) is not computed by app.core.backtest.run_backtest; "
-                            "the column is null"}
+UNAVAILABLE = {"agreement": "item-level Agreement (003 App. C.1) is null for predictors without item-level "
+                            "predictions (mean, aipw, guard) and for non-binary scores",
+               "coverage": "null for gp_irt / p_irt (no leave-one-reference-out interval)"}
 IRT_PREDICTORS = ("gp_irt", "p_irt")
 
 
@@ -166,7 +167,7 @@ def run_backtest_job(ctx: JobContext) -> dict[str, Any]:
                 raise InvalidInput(f"benchmark {entry['name']!r}, method {m!r}: {exc}",
                                    [{"benchmark": entry["name"], "method": m, "detail": str(exc)}]) from None
             for r in out:
-                row = {"benchmark": entry["name"], "agreement": None, **r}
+                row = {"benchmark": entry["name"], **r}
                 rows.append({c: _jsonable(row.get(c)) for c in COLUMNS})
             done += 1
             ctx.progress(done / steps)
