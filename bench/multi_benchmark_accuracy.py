@@ -1,0 +1,356 @@
+"""Multi-benchmark score-based coreset accuracy on the five HELM Lite sets as one suite (paper 002 §3.1).
+
+``python -m bench.multi_benchmark_accuracy [--seeds 5] [--write docs/RESULTS.md]``
+
+Data (read in place from EVALPLAN_DATA_DIR, default ../shared/data relative to the repo root):
+``helm_lite_gsm`` (1000 items), ``helm_lite_math`` (437), ``helm_lite_mmlu`` (567),
+``helm_lite_med_qa`` (1000) and ``helm_lite_commonsense`` (500): 3504 items, the same 83 models,
+0/1 scores. Rows are aligned by model name.
+
+Protocol (what the service does for one multi-benchmark score-based coreset, see
+``app/services/score_coresets.py``; one trial = one seed):
+
+1. Every matrix goes through :func:`app.core.backtest.impute_item_mean` (no cell is missing here).
+   A model's full score on benchmark b is its item mean ``s_b``; its overall score is the mean of
+   the five ``s_b`` (each benchmark weighs the same, as the service's ``overall``).
+2. :func:`app.core.backtest.split_models` ("stratified", 10 bins over the overall score) draws
+   M = 30 references; the other 53 models are test models. The same references serve all five
+   benchmarks (the service's ``reference_models``).
+3. A TOTAL budget (5% / 10% of the 3504 items = 175 / 350) is split over the benchmarks by
+   :func:`app.core.selection.baselines.stratified_counts` (proportional to size, >= 1 each), as
+   ``plan_counts`` does for an integer budget.
+4. Per benchmark: the selector (``app.core.backtest._select``, seed = trial seed) is fitted on the
+   references' rows with that benchmark's k_b; the predictor is fitted on the references' coreset
+   scores -> their full mean on that benchmark; per test model the estimate (clipped to [0, 1] like
+   the service) and the 90% leave-one-reference-out split-conformal interval
+   (:func:`app.core.intervals.loo_conformal_interval`, method "split").
+5. Overall = mean of the five per-benchmark estimates; its interval is the service's combination:
+   Bonferroni joint level ``1 - (1 - level) / B``, half-width = mean over benchmarks of each
+   benchmark's LOO-residual quantile at the joint level, clipped to [0, 1]. Each HELM Lite set is
+   registered as its own capability here, so per-capability = per-benchmark.
+
+The predictor is the one named (as a request with an explicit ``predictor``), so the service's
+AIPW switch for extrapolated targets does not apply. gp-IRT uses the service's own stored-2PL
+predictor (``app.services.score_coresets.predictor_factory("irt", fit)``), built as the job builds
+it, so it has an interval too. Compute knob: ``--ap-n-init`` (AnchorPoints k-medoids restarts;
+the service default 5). BLAS / OpenMP are limited to ``--threads`` (default 1): on 2 shared cores
+the multi-threaded BLAS made mRMR ~7x slower on these 30-row matrices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.core.backtest import (_factory, _select, impute_item_mean, regression_metrics,
+                               split_models)
+from app.core.intervals import _kth_smallest, loo_conformal_interval
+from app.core.score_scale import ScoreScale
+from app.core.selection.baselines import stratified_counts
+from app.interop.score_csv import parse_wide_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+START = "<!-- multi-benchmark -->"
+END = "<!-- /multi-benchmark -->"
+INTERP = ("<!-- interpretation -->", "<!-- /interpretation -->")
+DATASETS = ("helm_lite_gsm", "helm_lite_math", "helm_lite_mmlu", "helm_lite_med_qa", "helm_lite_commonsense")
+SHORT = {d: d.removeprefix("helm_lite_") for d in DATASETS}
+BUDGETS = (0.05, 0.1)
+N_REFERENCE = 30
+LEVEL = 0.9
+#: (label, selector, predictor); "gp_irt" is served by the service's stored-2PL predictor.
+METHODS: tuple[tuple[str, str, str], ...] = (
+    ("Random", "random", "mean"), ("Random+", "random", "ridge"), ("Random++", "random", "kernel_ridge"),
+    ("AnchorPoints", "anchor_points", "weighted_mean"), ("AnchorPoints++", "anchor_points", "kernel_ridge"),
+    ("gp-IRT", "irt", "gp_irt"), ("mRMR+", "mrmr", "ridge"), ("mRMR++", "mrmr", "kernel_ridge"),
+)
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
+
+
+def load_suite(names: Sequence[str] = DATASETS) -> tuple[list[str], list[np.ndarray]]:
+    """(model names shared by every set, sorted; one models x items matrix per set, rows aligned)."""
+    ups = [parse_wide_csv((data_dir() / n / "scores.csv").read_bytes(),
+                          ScoreScale(kind="continuous", minimum=None, maximum=None)) for n in names]
+    models = sorted(set.intersection(*(set(u.model_names) for u in ups)))
+    mats = []
+    for u in ups:
+        row = {m: i for i, m in enumerate(u.model_names)}
+        mats.append(impute_item_mean(u.values[[row[m] for m in models]]))
+    return models, mats
+
+
+# ----------------------------------------------------------------------------- pure helpers
+def split_budget(sizes: Sequence[int], fraction: float) -> list[int]:
+    """Per-benchmark coreset sizes for a TOTAL budget of ``fraction`` of all items: the service's
+    ``plan_counts`` for the integer budget ``max(B, round(fraction * sum(sizes)))``."""
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    total = max(len(sizes_arr), int(round(float(fraction) * int(sizes_arr.sum()))))
+    return [int(c) for c in stratified_counts(sizes_arr, total)]
+
+
+def combine_overall(centers: np.ndarray, loo_residuals: Sequence[np.ndarray], level: float = LEVEL,
+                    lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The service's overall estimate and interval from B benchmarks.
+
+    centers : (B, T) per-benchmark (clipped) estimates of T targets; loo_residuals : B arrays of
+    the references' LOO residuals. Returns (estimate, lower, upper), each (T,): estimate = mean
+    over benchmarks; half-width = mean of the per-benchmark ``ceil((M+1) joint)``-th smallest
+    residual, ``joint = 1 - (1 - level) / B`` (Bonferroni; +inf when that rank exceeds M, so the
+    interval is then the whole [lo, hi]); clipped to [lo, hi]. One benchmark: its own interval.
+    """
+    C = np.atleast_2d(np.asarray(centers, dtype=float))
+    B = C.shape[0]
+    joint = 1.0 - (1.0 - level) / B
+    qs = [float(_kth_smallest(np.asarray(R, dtype=float), math.ceil((len(R) + 1) * joint - 1e-9)))
+          for R in loo_residuals]
+    est = C.mean(axis=0)
+    q = float(np.mean(qs))
+    return est, np.clip(est - q, lo, hi), np.clip(est + q, lo, hi)
+
+
+# ----------------------------------------------------------------------------- one trial
+def _irt_factory(selector: Any, Y_ref: np.ndarray, idx: np.ndarray, weights: Any, seed: int) -> Any:
+    """gp-IRT as the service stores and serves it (job: IRTPredictor on the references with the
+    selector's 2PL -> lam; predict: ``predictor_factory("irt", fit)``)."""
+    from app.core.irt import IRTPredictor
+    from app.services.score_coresets import predictor_factory
+
+    w = None if weights is None else np.asarray(weights, dtype=float).tolist()
+    irt = IRTPredictor(dim=1, l2=1.0, seed=seed).fit(Y_ref, idx, weights=w,
+                                                     item_params=(selector.a_, selector.b_, selector.theta_))
+    fit = {"weights": w, "irt": {"a": np.asarray(selector.a_).tolist(), "b": np.asarray(selector.b_).tolist(),
+                                 "theta": np.asarray(selector.theta_).tolist(), "lam": float(irt.lam_),
+                                 "dim": 1, "l2": 1.0, "selected": np.asarray(idx).tolist()}}
+    return predictor_factory("irt", fit)
+
+
+def run_trial(mats: Sequence[np.ndarray], seed: int, fraction: float,
+              methods: Sequence[tuple[str, str, str]] = METHODS, n_reference: int = N_REFERENCE,
+              level: float = LEVEL, method_params: Mapping[str, Mapping[str, Any]] | None = None
+              ) -> list[dict[str, Any]]:
+    """One row per method for one seed and one total budget (see the module docstring)."""
+    method_params = dict(method_params or {})
+    s_b = np.stack([Y.mean(axis=1) for Y in mats])  # (B, models)
+    s_all = s_b.mean(axis=0)
+    ref, test = split_models(s_all, n_reference, "stratified", np.random.default_rng(seed))
+    counts = split_budget([Y.shape[1] for Y in mats], fraction)
+    B = len(mats)
+    selected: dict[tuple[str, int], tuple[np.ndarray, Any, Any, float]] = {}
+    rows = []
+    for label, method, pred_name in methods:
+        centers, resid, per, secs, cov_b = [], [], [], 0.0, []
+        for b, Y in enumerate(mats):
+            Y_ref, Y_test = Y[ref], Y[test]
+            if (method, b) not in selected:
+                t0 = time.perf_counter()
+                idx, weights, selector = _select(method, Y_ref, counts[b], seed, method_params.get(method, {}))
+                selected[(method, b)] = (np.asarray(idx), weights, selector, time.perf_counter() - t0)
+            idx, weights, selector, t_sel = selected[(method, b)]
+            secs += t_sel
+            Xr, Xt, yr, yt = Y_ref[:, idx], Y_test[:, idx], s_b[b, ref], s_b[b, test]
+            t1 = time.perf_counter()
+            if pred_name == "gp_irt":
+                fac = _irt_factory(selector, Y_ref, idx, weights, seed)
+            else:
+                if pred_name == "weighted_mean" and weights is None:
+                    weights = np.full(len(idx), 1.0 / len(idx))
+                fac = _factory(pred_name, weights)
+            ci = loo_conformal_interval(fac, Xr, yr, Xt, level=level, method="split")
+            secs += time.perf_counter() - t1
+            c = np.clip(ci.center, 0.0, 1.0)
+            centers.append(c)
+            resid.append(ci.loo_residuals)
+            cov_b.append(float(np.mean((ci.lower <= yt) & (yt <= ci.upper))))
+            per.append(regression_metrics(yt, c))
+        est, lo, hi = combine_overall(np.stack(centers), resid, level)
+        y_all = s_all[test]
+        row: dict[str, Any] = {
+            "label": label, "method": method, "predictor": pred_name, "budget": float(fraction),
+            "k": int(sum(counts)), "counts": counts, "seed": seed, "n_reference": int(ref.size),
+            "n_test": int(test.size), **regression_metrics(y_all, est),
+            "coverage": float(np.mean((lo <= y_all) & (y_all <= hi))), "width": float(np.mean(hi - lo)),
+            "coverage_bench": float(np.mean(cov_b)), "seconds": secs,
+        }
+        for b in range(B):
+            row[f"rmse_{b}"] = per[b]["rmse"]
+            row[f"kendall_{b}"] = per[b]["kendall"]
+        rows.append(row)
+    return rows
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> dict[tuple[str, float], dict[str, float]]:
+    """(label, budget) -> key -> mean, key_se -> standard error over seeds (NaN-free values)."""
+    groups: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["label"], r["budget"]), []).append(r)
+    out = {}
+    for g, rs in groups.items():
+        d: dict[str, float] = {"n_seeds": len(rs)}
+        for key in keys:
+            v = np.array([r[key] for r in rs], dtype=float)
+            v = v[np.isfinite(v)]
+            d[key] = float(v.mean()) if v.size else math.nan
+            d[key + "_se"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else math.nan
+        out[g] = d
+    return out
+
+
+# ----------------------------------------------------------------------------- reporting
+def fmt(v: float, se: float = math.nan, scale: float = 1.0, digits: int = 3) -> str:
+    if not math.isfinite(v):
+        return "n/a"
+    s = f"{v * scale:.{digits}f}"
+    return s + (f" ± {se * scale:.{digits}f}" if math.isfinite(se) else "")
+
+
+def overall_table(summ: Mapping[tuple[str, float], Mapping[str, float]], labels: Sequence[str]) -> str:
+    bl = [f"{int(round(b * 100))}%" for b in BUDGETS]
+    head = ("| method | " + " | ".join(f"RMSE {b}" for b in bl) + " | " + " | ".join(f"MAE {b}" for b in bl)
+            + " | " + " | ".join(f"Kendall {b}" for b in bl) + " | " + " | ".join(f"cov90 {b}" for b in bl)
+            + " | width 10% | bench cov90 10% | sec 10% |")
+    lines = [head, "|" + "---|" * (1 + 4 * len(BUDGETS) + 3)]
+    for lab in labels:
+        cells = [fmt(summ[(lab, b)]["rmse"], summ[(lab, b)]["rmse_se"], 100, 2) for b in BUDGETS]
+        cells += [fmt(summ[(lab, b)]["mae"], summ[(lab, b)]["mae_se"], 100, 2) for b in BUDGETS]
+        cells += [fmt(summ[(lab, b)]["kendall"], summ[(lab, b)]["kendall_se"]) for b in BUDGETS]
+        cells += [fmt(summ[(lab, b)]["coverage"], digits=2) for b in BUDGETS]
+        d = summ[(lab, 0.1)]
+        cells += [fmt(d["width"], scale=100, digits=1), fmt(d["coverage_bench"], digits=2),
+                  fmt(d["seconds"], digits=1)]
+        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def per_benchmark_table(summ: Mapping[tuple[str, float], Mapping[str, float]], labels: Sequence[str],
+                        budget: float) -> str:
+    names = [SHORT[d] for d in DATASETS]
+    head = ("| method | " + " | ".join(f"RMSE {n}" for n in names) + " | "
+            + " | ".join(f"τ {n}" for n in names) + " |")
+    lines = [head, "|" + "---|" * (1 + 2 * len(names))]
+    for lab in labels:
+        d = summ[(lab, budget)]
+        cells = [fmt(d[f"rmse_{b}"], d[f"rmse_{b}_se"], 100, 2) for b in range(len(names))]
+        cells += [fmt(d[f"kendall_{b}"], d[f"kendall_{b}_se"], 1, 2) for b in range(len(names))]
+        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def claim_lines(summ: Mapping[tuple[str, float], Mapping[str, float]], labels: Sequence[str]) -> list[str]:
+    out = []
+    for b in BUDGETS:
+        best_rmse = min(labels, key=lambda lab: summ[(lab, b)]["rmse"])
+        best_tau = max(labels, key=lambda lab: summ[(lab, b)]["kendall"])
+        r, m = summ[("Random", b)], summ[("mRMR++", b)]
+        red = 1 - m["rmse"] / r["rmse"]
+        out.append(f"- {int(round(b * 100))}%: lowest overall RMSE {best_rmse} "
+                   f"({summ[(best_rmse, b)]['rmse'] * 100:.2f}), highest Kendall {best_tau} "
+                   f"({summ[(best_tau, b)]['kendall']:.3f}); mRMR++ RMSE {abs(red):.0%} "
+                   f"{'below' if red >= 0 else 'above'} Random "
+                   f"({m['rmse'] * 100:.2f} vs {r['rmse'] * 100:.2f}), Kendall {m['kendall']:.3f} vs "
+                   f"{r['kendall']:.3f}")
+    return out
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace what lies between START and END (keeping a hand-written interpretation block that
+    is already there), or append the section when the markers are absent."""
+    text = path.read_text() if path.exists() else "# Results\n"
+    start, end = text.find(START), text.find(END)
+    if start == -1 or end == -1 or end < start:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    else:
+        old = text[start:end]
+        i0, i1 = old.find(INTERP[0]), old.find(INTERP[1])
+        if i0 != -1 and i1 != -1:
+            section = section.replace(INTERP[0] + "\n" + INTERP[1], old[i0:i1 + len(INTERP[1])])
+        text = text[:start] + section + text[end + len(END):]
+    path.write_text(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--ap-n-init", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS / OpenMP threads (threadpoolctl)")
+    ap.add_argument("--no-irt", action="store_true", help="omit gp-IRT")
+    ap.add_argument("--write", type=Path, default=None)
+    args = ap.parse_args()
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(args.threads)
+    t_all = time.perf_counter()
+    models, mats = load_suite()
+    sizes = [Y.shape[1] for Y in mats]
+    methods = [m for m in METHODS if not (args.no_irt and m[2] == "gp_irt")]
+    params = {"anchor_points": {"n_init": args.ap_n_init}}
+    rows = []
+    for seed in range(args.seeds):
+        for b in BUDGETS:
+            rows += run_trial(mats, seed, b, methods, method_params=params)
+        print(f"seed {seed} done ({time.perf_counter() - t_all:.0f} s)", flush=True)
+    keys = ["rmse", "mae", "spearman", "kendall", "coverage", "width", "coverage_bench", "seconds"]
+    keys += [f"{m}_{b}" for b in range(len(mats)) for m in ("rmse", "kendall")]
+    summ = summarize(rows, keys)
+    labels = [m[0] for m in methods]
+    counts = {b: split_budget(sizes, b) for b in BUDGETS}
+    n_test = rows[0]["n_test"]
+    wall = time.perf_counter() - t_all
+    split_txt = "; ".join(f"{int(round(b * 100))}% = {sum(c)} items = "
+                          + " + ".join(f"{SHORT[d]} {k}" for d, k in zip(DATASETS, c)) for b, c in counts.items())
+    cut = (f"Compute cuts: AnchorPoints k-medoids n_init = {args.ap_n_init} (service default 5)"
+           if args.ap_n_init != 5 else f"No compute cut: all {len(methods)} methods, AnchorPoints k-medoids "
+           "n_init = 5 (the service default)") + ("; gp-IRT omitted (--no-irt)." if args.no_irt else ".")
+    parts = [START, "<!-- written by `python -m bench.multi_benchmark_accuracy --write docs/RESULTS.md` -->",
+             "## Multi-benchmark score-based coresets on HELM Lite (paper 002 §3.1): backtest",
+             "",
+             f"Suite: the five HELM Lite sets as ONE multi-benchmark coreset ({len(models)} shared models, "
+             f"{sum(sizes)} items: " + ", ".join(f"`{d}` {n}" for d, n in zip(DATASETS, sizes)) + "; 0/1). "
+             f"Protocol (`bench/multi_benchmark_accuracy.py`, mirrors `app/services/score_coresets.py`): M = "
+             f"{N_REFERENCE} stratified references (10 bins over the overall score; the same references for every "
+             f"benchmark), {n_test} test models, {args.seeds} seeds (each seed = its own reference draw and "
+             f"selector seed). A TOTAL budget split by `stratified_counts` (proportional to size, ≥ 1 each): "
+             f"{split_txt}. Per benchmark the selector is fitted on the references and the named predictor on "
+             "the references' coreset scores -> that benchmark's full mean (estimate clipped to [0, 1]; no AIPW "
+             "switch, the predictor being explicit); overall = mean of the 5 per-benchmark estimates vs the mean "
+             "of the 5 full means. Each HELM Lite set is its own capability here, so per-capability = "
+             "per-benchmark (the table below). RMSE / MAE in accuracy points (x100), mean ± s.e. over seeds; "
+             "Kendall = tau-b over the test models. cov90 = fraction of test models whose true overall score "
+             "lies in the service's combined overall 90% interval (Bonferroni joint level 1 - 0.1/5 = 0.98, "
+             "half-width = mean of the per-benchmark LOO-residual quantiles at that level, clipped to [0, 1]); "
+             "width = its mean width (x100); bench cov90 = mean over benchmarks of the per-benchmark 90% "
+             "leave-one-reference-out split-conformal coverage; sec = selection + fit/predict + interval "
+             "calibration per trial, all 5 benchmarks, 1 BLAS thread on 2 shared cores. gp-IRT = the "
+             "service's stored-2PL predictor (`predictor: \"irt\"`). "
+             + cut,
+             "",
+             f"### Overall (mean of the 5 benchmarks; {len(models)} models, {n_test} test)", "",
+             overall_table(summ, labels), ""]
+    for b in BUDGETS:
+        parts += [f"### Per benchmark (= per capability), {int(round(b * 100))}% total budget "
+                  "(RMSE x100, Kendall τ)", "", per_benchmark_table(summ, labels, b), ""]
+    parts += ["### Paper claim check (002 §3.1: on binary sets mRMR++ has the lowest errors and highest rank "
+              "correlations)", ""] + claim_lines(summ, labels)
+    inf_rank = math.ceil((N_REFERENCE + 1) * (1 - (1 - LEVEL) / len(mats)) - 1e-9) > N_REFERENCE
+    parts += ["", (f"Note: with M = {N_REFERENCE} references and B = {len(mats)} benchmarks the joint rank "
+                   f"ceil((M+1)·0.98) = {math.ceil((N_REFERENCE + 1) * 0.98 - 1e-9)} exceeds M, so every "
+                   "per-benchmark joint quantile is +inf and the overall interval is the whole [0, 1] "
+                   "(coverage 1 by construction; it becomes finite from M = 49).") if inf_rank else "",
+              "", f"Total wall time {wall:.0f} s.", "", INTERP[0], INTERP[1], END]
+    section = "\n".join(p for p in parts if p is not None)
+    print(section)
+    if args.write:
+        write_section(args.write, section)
+
+
+if __name__ == "__main__":
+    main()
