@@ -26,17 +26,19 @@ def test_split_budget_is_proportional_total_and_at_least_one():
     assert tiny == [1, 1, 1]
 
 
-def test_combine_overall_mean_and_bonferroni_quantile():
+def test_combine_overall_mean_and_pooled_quantile():
     centers = np.array([[0.2, 0.5], [0.4, 0.9]])
-    R = [np.arange(1, 101) / 1000.0, np.arange(1, 101) / 500.0]  # M = 100
-    est, lo, hi = combine_overall(centers, R, level=0.9)
-    # joint level 0.95 -> rank ceil(101 * 0.95) = 96 -> q = mean(0.096, 0.192) = 0.144
+    E = [np.arange(1, 101) / 1000.0, -np.arange(1, 101) / 2000.0]  # M = 100, partly cancelling
+    est, lo, hi = combine_overall(centers, E, level=0.9)
+    # pooled errors = (i/1000 - i/2000) / 2 = i/4000; rank ceil(101 * 0.9) = 91 -> q = 91/4000
     np.testing.assert_allclose(est, [0.3, 0.7])
-    np.testing.assert_allclose(hi - est, [0.144, 0.144])
-    np.testing.assert_allclose(lo, [0.3 - 0.144, 0.7 - 0.144])
-    # M = 30, B = 5: rank 31 > 30 -> infinite half-width -> the whole [0, 1]
+    np.testing.assert_allclose(hi - est, [91 / 4000] * 2)
+    np.testing.assert_allclose(lo, [0.3 - 91 / 4000, 0.7 - 91 / 4000])
+    # M = 30, B = 5: finite (a Bonferroni union would need rank 31 > 30), clipped to [0, 1]
     est, lo, hi = combine_overall(np.full((5, 1), 0.5), [np.full(30, 0.01)] * 5, level=0.9)
-    assert lo[0] == 0.0 and hi[0] == 1.0
+    np.testing.assert_allclose([lo[0], hi[0]], [0.49, 0.51])
+    est, lo, hi = combine_overall(np.full((5, 1), 0.99), [np.full(30, 0.05)] * 5, level=0.9)
+    assert hi[0] == 1.0
 
 
 def test_write_section_replaces_only_between_markers_and_keeps_interpretation(tmp_path):

@@ -9,6 +9,8 @@ from sklearn.linear_model import Ridge
 
 from app.core.intervals import (
     extrapolation_flag,
+    interval_from_errors,
+    pooled_errors,
     guarded_predict,
     jackknife_plus_bounds,
     loo_conformal_interval,
@@ -169,6 +171,30 @@ def test_conformal_coverage_iid(method: str) -> None:
         hits += int(ci.lower[0] <= y[M] <= ci.upper[0])
     cov = hits / reps
     assert abs(cov - level) <= 0.04, cov
+
+
+def test_pooled_interval_covers_the_mean_of_benchmarks_iid() -> None:
+    """Five benchmarks, M = 30 shared references: the pooled interval of the mean estimate is
+    finite (a Bonferroni union at 0.98 would need rank 31 > 30) and covers at about the level."""
+    rng = np.random.default_rng(7)
+    M, B, k, reps, level = 30, 5, 3, 300, 0.9
+    hits, widths = 0, []
+    for _ in range(reps):
+        ability = rng.uniform(0, 1, size=M + 1)
+        centers, errors, truths = [], [], []
+        for _b in range(B):
+            X = np.clip(ability[:, None] + 0.15 * rng.standard_normal((M + 1, k)), 0, 1)
+            y = 0.8 * ability + 0.05 * rng.standard_normal(M + 1)
+            ci = loo_conformal_interval(RidgePredictor, X[:M], y[:M], X[M], level=level)
+            assert np.allclose(np.abs(ci.loo_errors), ci.loo_residuals)
+            centers.append(ci.center[0]); errors.append(ci.loo_errors); truths.append(y[M])
+        lo, hi = interval_from_errors(np.mean(centers), pooled_errors(np.vstack(errors)), level)
+        assert np.isfinite(lo) and np.isfinite(hi)
+        hits += int(lo <= np.mean(truths) <= hi)
+        widths.append(hi - lo)
+    assert abs(hits / reps - level) <= 0.05, hits / reps
+    with pytest.raises(ValueError):
+        pooled_errors(np.ones((2, 3)), weights=np.ones(3))
 
 
 def test_jackknife_plus_hand_case() -> None:

@@ -38,6 +38,8 @@ from app.core.predictors import AIPWPredictor, KernelRidgePredictor
 
 __all__ = [
     "ConformalInterval",
+    "interval_from_errors",
+    "pooled_errors",
     "extrapolation_flag",
     "guarded_predict",
     "jackknife_plus_bounds",
@@ -57,6 +59,7 @@ class ConformalInterval:
     level: float
     method: str
     loo_residuals: np.ndarray  # (M,) |y_i - mu_{-i}(x_i)|
+    loo_errors: np.ndarray | None = None  # (M,) signed y_i - mu_{-i}(x_i), for pooled_interval
 
 
 def _kth_smallest(a: np.ndarray, rank: int, axis: int = 0) -> np.ndarray:
@@ -120,22 +123,54 @@ def loo_conformal_interval(
     if M < 2:
         raise ValueError("need at least 2 reference models")
     center = np.asarray(predictor_factory().fit(X, y).predict(Xt), dtype=float)
-    R = np.empty(M)
+    E = np.empty(M)
     loo_t = np.empty((M, Xt.shape[0]))
     mask = np.ones(M, dtype=bool)
     for i in range(M):
         mask[i] = False
         p = predictor_factory().fit(X[mask], y[mask])
-        R[i] = abs(y[i] - float(p.predict(X[i : i + 1])[0]))
+        E[i] = y[i] - float(p.predict(X[i : i + 1])[0])
         if method == "jackknife+":
             loo_t[i] = p.predict(Xt)
         mask[i] = True
+    R = np.abs(E)
     if method == "split":
         q = float(_kth_smallest(R, math.ceil((M + 1) * level - 1e-9)))
         lower, upper = center - q, center + q
     else:
         lower, upper = jackknife_plus_bounds(loo_t, R, level)
-    return ConformalInterval(center, lower, upper, float(level), method, R)
+    return ConformalInterval(center, lower, upper, float(level), method, R, E)
+
+
+def interval_from_errors(center: np.ndarray | float, errors: np.ndarray, level: float
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``center +- q`` with ``q`` the ``ceil((M+1) level)``-th smallest ``|errors|`` (+inf past M):
+    the split-conformal rule of :func:`loo_conformal_interval` for errors computed elsewhere
+    (e.g. :func:`pooled_errors`, or cross-fitted errors that include the coreset selection)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be in (0, 1)")
+    R = np.abs(np.asarray(errors, dtype=float).ravel())
+    q = float(_kth_smallest(R, math.ceil((R.size + 1) * level - 1e-9)))
+    c = np.asarray(center, dtype=float)
+    return c - q, c + q
+
+
+def pooled_errors(errors: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """(M,) calibration errors of a mean of several benchmark estimates.
+
+    ``errors`` is (B, M): benchmark b's signed held-out error on reference i (the same M
+    references for every benchmark). The aggregate ``sum_b w_b est_b`` (weights default 1/B) has
+    held-out error ``sum_b w_b errors[b, i]`` on reference i, so an interval for the aggregate is
+    :func:`interval_from_errors` on these pooled errors: the same conformal rule as one benchmark,
+    errors that cancel across benchmarks included, instead of a conservative Bonferroni union.
+    """
+    E = np.asarray(errors, dtype=float)
+    if E.ndim != 2 or E.shape[0] < 1:
+        raise ValueError("errors must be (benchmarks x references)")
+    w = np.full(E.shape[0], 1.0 / E.shape[0]) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (E.shape[0],):
+        raise ValueError("one weight per benchmark")
+    return w @ E
 
 
 def extrapolation_flag(x_target_coreset_mean: float, X_ref_coreset_means: np.ndarray) -> bool:

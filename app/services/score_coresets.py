@@ -16,7 +16,8 @@ them and the database (see docs/DECISIONS.md "Score-based coresets").
   ``lambda`` and ``n_references`` -- never arrays that grow with references x k.
 * predict: per benchmark the stored predictor (AIPW when the target is outside the references'
   coreset means, unless the caller chose the predictor), a leave-one-reference-out split-conformal
-  interval; capabilities / overall = mean over benchmarks with a Bonferroni-combined interval.
+  interval; capabilities / overall = mean over benchmarks, its interval calibrated on the pooled
+  per-reference errors (``app.core.intervals.pooled_errors``).
 """
 
 from __future__ import annotations
@@ -375,7 +376,7 @@ def load_fits(session: Session, coreset: Coreset) -> dict[str, Any]:
 
 def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
             level: float | None) -> dict[str, Any]:
-    from app.core.intervals import _kth_smallest, extrapolation_flag, loo_conformal_interval
+    from app.core.intervals import extrapolation_flag, interval_from_errors, loo_conformal_interval, pooled_errors
 
     level = DEFAULT_LEVEL if level is None else float(level)
     diagnostics = coreset.diagnostics or {}
@@ -395,10 +396,8 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
                        field="scores", benchmark=name, items=missing)
     errors.raise_if_any("every coreset item of every benchmark needs a score (score-based predictors use them all)")
 
-    B = len(coreset.benchmark_ids)
-    joint_level = 1.0 - (1.0 - level) / B  # Bonferroni: all benchmark intervals cover at once w.p. >= level
     entries: dict[str, dict[str, Any]] = {}
-    parts: list[tuple[str, float, float, float, float, float]] = []  # capability, est, q_joint, lo, hi of scale
+    parts: list[tuple[str, float, np.ndarray, float, float]] = []  # capability, estimate, errors, scale lo, hi
     any_extrapolation = False
     for bid in coreset.benchmark_ids:
         benchmark, fit = benchmarks[bid], fits[bid]
@@ -413,31 +412,26 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
         center = _clip(float(ci.center[0]), lo_s, hi_s)
         lower = _clip(float(ci.lower[0]), lo_s, hi_s)
         upper = _clip(float(ci.upper[0]), lo_s, hi_s)
-        M = len(y)
-        q_joint = float(_kth_smallest(ci.loo_residuals, math.ceil((M + 1) * joint_level - 1e-9)))
-        parts.append((benchmark.capability or benchmark.name, center, q_joint, lo_s, hi_s))
+        parts.append((benchmark.capability or benchmark.name, center, ci.loo_errors, lo_s, hi_s))
         entries[benchmark.name] = {
             "estimate": center, "interval": [_num(lower), _num(upper)], "std_error": None,
             "predictor": name, "extrapolation": flag, "n_items": int(len(x)), "n_total": int(fit["n_items"]),
             "method": f"{coreset.method}+{name}",
         }
 
-    def combine(group: list[tuple[str, float, float, float, float]]) -> dict[str, Any]:
+    def combine(group: list[tuple[str, float, np.ndarray, float, float]]) -> dict[str, Any]:
+        # the aggregate (mean of the benchmark estimates) is calibrated on its own held-out errors,
+        # reference by reference (every benchmark has the same references): app.core.intervals.pooled_errors
         est = float(np.mean([p[1] for p in group]))
-        q = float(np.mean([p[2] for p in group]))
+        lower, upper = interval_from_errors(est, pooled_errors(np.vstack([p[2] for p in group])), level)
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
-        return {"estimate": est, "interval": [_num(_clip(est - q, lo_s, hi_s)), _num(_clip(est + q, lo_s, hi_s))],
+        return {"estimate": est, "interval": [_num(_clip(float(lower), lo_s, hi_s)), _num(_clip(float(upper), lo_s, hi_s))],
                 "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group)}
 
     capabilities: dict[str, dict[str, Any]] = {}
     for cap in dict.fromkeys(p[0] for p in parts):
         capabilities[cap] = combine([p for p in parts if p[0] == cap])
     overall = combine(parts)
-    if B == 1:  # one benchmark: its own interval
-        only = next(iter(entries.values()))
-        overall["interval"] = list(only["interval"])
-        for c in capabilities.values():
-            c["interval"] = list(only["interval"])
     return {"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
             "capabilities": capabilities, "overall": overall, "extrapolation": bool(any_extrapolation),
             "agreement": None}
