@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from scipy.special import digamma
 from sklearn.feature_selection import mutual_info_regression
 from sklearn.feature_selection._mutual_info import _compute_mi_cc, _compute_mi_cd
 from sklearn.metrics import mutual_info_score
@@ -28,6 +29,26 @@ def test_plugin_matrix_matches_sklearn():
         M.mi_binary_matrix(X + 0.5, y)
 
 
+def _ross_naive(x, y, k):
+    """Ross (2014) written out with exact O(n^2) distances (independent reference)."""
+    x, y = np.asarray(x), np.asarray(y, dtype=float)
+    labels, counts = np.unique(x, return_counts=True)
+    keep = np.isin(x, labels[counts > 1])
+    xk, yk = x[keep], y[keep]
+    n = xk.size
+    if n == 0:
+        return 0.0
+    psi_terms = []
+    for i in range(n):
+        same = yk[xk == xk[i]]
+        kk = min(k, same.size - 1)
+        d = np.sort(np.abs(same - yk[i]))[kk]  # index 0 is the point itself
+        m = int(np.sum(np.abs(yk - yk[i]) <= np.nextafter(d, 0)))  # inside; ties at d = 0 count
+        psi_terms.append((digamma(kk), digamma(same.size), digamma(m)))
+    a = np.mean(psi_terms, axis=0)
+    return max(0.0, digamma(n) + a[0] - a[1] - a[2])
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_ross_equals_sklearn(seed):
     rng = np.random.default_rng(seed)
@@ -39,13 +60,16 @@ def test_ross_equals_sklearn(seed):
     X[0, 1] = 1                     # singleton class
     y = rng.normal(size=n) if seed % 2 else rng.integers(0, 15, n) / 15.0  # with ties
     ref = np.array([_compute_mi_cd(y, X[:, j], k) for j in range(6)])
-    np.testing.assert_allclose(M.mi_ross_matrix(X, y, k), ref, rtol=0, atol=1e-12)
-    assert M.mi_discrete_continuous(X[:, 2], y, k) == ref[2]
-    if seed % 2:  # own exact implementation agrees where sklearn uses a KD-tree
-        for j in range(2, 6):
-            c = X[:, j].sum()
-            if min(c, n - c) > 2 * k + 1:
-                assert M._ross_exact(X[:, j], y, k) == pytest.approx(ref[j], abs=1e-12)
+    exact = np.array([M.mi_discrete_continuous(X[:, j], y, k) for j in range(6)])
+    # the vectorized matrix equals the per-column exact estimator everywhere
+    np.testing.assert_allclose(M.mi_ross_matrix(X, y, k), exact, rtol=0, atol=1e-12)
+    for j in range(6):
+        c = X[:, j].sum()
+        if min(c, n - c) > 2 * k + 1 or c in (0, n):  # sklearn uses a KD-tree (or nothing to search)
+            assert exact[j] == pytest.approx(ref[j], abs=1e-12)
+        # everywhere (including where sklearn's brute-force search computes distances as
+        # sqrt(a^2 - 2ab + b^2), off by far more than an ulp for close points): the exact estimator
+        assert exact[j] == pytest.approx(_ross_naive(X[:, j], y, k), abs=1e-12)
 
 
 def test_ross_equals_mutual_info_regression():
