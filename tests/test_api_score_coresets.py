@@ -197,8 +197,9 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
     GET / list stay small, predict gives what a refit on the raw reference scores gives."""
     from sqlalchemy import inspect
 
-    from app.core.intervals import loo_conformal_interval
+    from app.core.intervals import cross_fitted_errors, interval_from_errors
     from app.core.predictors import RidgePredictor
+    from app.core.selection.score_based import SCORE_METHODS
 
     client = committed_client
     upload(client, "gen", suite["ref"])
@@ -223,16 +224,28 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
     with committed_session_factory() as session:  # deferred: loading the row does not load the state
         assert "fitted_state" in inspect(session.get(Coreset, coreset["id"])).unloaded
 
+    # the interval's calibration: the whole pipeline (PBSC selection + ridge) refitted on ten folds
+    assert summary["calibration"] == "cross_fitted"
+    Yref = suite["ref"].astype(float)
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        idx = SCORE_METHODS["pbsc"](k=k, seed=0).fit(Yref[train]).ranking_
+        return RidgePredictor().fit(Yref[train][:, idx], y[train]).predict(Yref[test][:, idx])
+
+    errors = cross_fitted_errors(fit_predict, y, n_folds=10, seed=0)
+    np.testing.assert_allclose(fits[bid]["calibration"]["errors"], errors, atol=1e-12)
     for target in suite["targets"][:3]:
         out = client.post(f"/v1/coresets/{coreset['id']}/predict",
                           json={"scores": target_scores(coreset, {"gen": target})})
         assert out.status_code == 200, out.text
         entry = out.json()["benchmarks"]["gen"]
-        ci = loo_conformal_interval(RidgePredictor, X, y, target[cols].astype(float), level=0.9, method="split")
+        center = RidgePredictor().fit(X, y).predict(target[cols][None, :].astype(float))[0]
+        lo, hi = interval_from_errors(center, errors, 0.9)
         clip = lambda v: min(max(float(v), 0.0), 1.0)  # noqa: E731 (binary scale)
         assert entry["predictor"] == "ridge" and entry["n_items"] == k and entry["n_total"] == N_ITEMS
-        assert entry["estimate"] == pytest.approx(clip(ci.center[0]), abs=1e-12)
-        assert entry["interval"] == pytest.approx([clip(ci.lower[0]), clip(ci.upper[0])], abs=1e-12)
+        assert entry["calibration"] == "cross_fitted"
+        assert entry["estimate"] == pytest.approx(clip(center), abs=1e-12)
+        assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-12)
 
 
 BAD = {

@@ -23,9 +23,12 @@ Protocol (one *trial* = one seed)
    method's predictors, the predictor is fitted on ``(Y_ref[:, coreset], s_ref)`` and predicts
    ``s`` of the test models from ``Y_test[:, coreset]``.
 4. Metrics over the test models: RMSE, MAE (score units), Spearman rho, Kendall tau-b;
-   ``coverage`` = fraction of test models inside the ``level`` interval of
-   :func:`app.core.intervals.loo_conformal_interval` (split conformal on leave-one-reference-out
-   residuals; NaN for ``gp_irt`` / ``p_irt``, whose LOO refits would re-fit a 2PL M times);
+   ``coverage`` = fraction of test models inside the ``level`` interval ``prediction +- q``, ``q``
+   the split-conformal quantile of the references' **cross-fitted** errors (ten folds; in each the
+   selector *and* the predictor are refitted without the fold, as the service calibrates
+   score-based coresets: :func:`app.core.intervals.cross_fitted_errors`); the ``guard`` keeps
+   leave-one-reference-out residuals of its two predictors on the chosen coreset; NaN for
+   ``gp_irt`` / ``p_irt`` (a 2PL refit per fold and target is out of the time budget);
    ``agreement`` = mean over the test models of the item-level Agreement of 003 App. C.1
    (:mod:`app.core.item_predictions`; binary scores only, NaN for predictors without item-level
    predictions: ``mean``, ``aipw``, ``guard``);
@@ -53,7 +56,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from app.core.intervals import loo_conformal_interval
+from app.core.intervals import cross_fitted_errors, interval_from_errors, loo_conformal_interval
 from app.core.irt import IRTPredictor, IRTSelection
 from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
 from app.core.predictors import (AIPWPredictor, KernelRidgePredictor, MeanPredictor, RidgePredictor,
@@ -262,6 +265,25 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
     return out, cov, item_pred
 
 
+def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np.ndarray, k: int, seed: int,
+                            params: Mapping[str, Any],
+                            cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
+    """Held-out errors of (selector ``method`` -> predictor ``name``) on the references, the
+    selection refitted on each of ten folds (:func:`app.core.intervals.cross_fitted_errors`); one
+    selection per fold is shared by the method's predictors through ``cache``."""
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        key = tuple(train.tolist())
+        if key not in cache:
+            idx, w, _ = _select(method, Y_ref[train], k, seed, params)
+            cache[key] = (np.asarray(idx), w)
+        idx, w = cache[key]
+        if name == "weighted_mean" and w is None:
+            w = np.full(idx.size, 1.0 / idx.size)
+        p = _factory(name, w)().fit(Y_ref[train][:, idx], s_ref[train])
+        return p.predict(Y_ref[test][:, idx])
+    return cross_fitted_errors(fit_predict, s_ref, n_folds=10, seed=seed)
+
+
 def run_backtest(
     Y: Any,
     methods: Sequence[str],
@@ -273,6 +295,7 @@ def run_backtest(
     level: float = 0.9,
     method_params: Mapping[str, Mapping[str, Any]] | None = None,
     intervals: bool = True,
+    interval_budgets: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """Backtest selectors x predictors; one row per (method, predictor, budget, seed).
 
@@ -283,10 +306,14 @@ def run_backtest(
     budgets : coreset sizes as fractions of the items, in (0, 1].
     seeds : a count (seeds ``0..n-1``) or explicit seeds; each seed draws its own split.
     method_params : optional method -> extra selector constructor kwargs.
-    intervals : compute conformal coverage (one LOO refit per reference per row).
+    intervals : compute interval coverage (cross-fitted: the selector and predictor refitted on
+        ten folds of the references; see :func:`_selection_aware_errors`).
+    interval_budgets : only these budgets get the coverage column (None = all); it is the
+        costly part (ten selections per row).
 
     Row keys: method, predictor, label, split, budget, k, seed, n_reference, n_test, rmse, mae,
-    spearman, kendall, agreement, coverage, frac_flagged, seconds, stability.
+    spearman, kendall, agreement, coverage, interval_width (mean width of the cross-fitted interval),
+    frac_flagged, seconds, stability.
     """
     Y = impute_item_mean(Y)
     M, N = Y.shape
@@ -333,14 +360,23 @@ def run_backtest(
                 ref_means = Xr.mean(axis=1)
                 xm = Xt.mean(axis=1)
                 flagged = (xm < ref_means.min()) | (xm > ref_means.max())
+                cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]] = {}
+                with_ci = intervals and (interval_budgets is None or float(budget) in interval_budgets)
                 for name in plist:
+                    width = math.nan
                     t1 = time.perf_counter()
                     pred, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
                                             selector, flagged, level, seed, False)
                     t_pred = time.perf_counter() - t1
-                    if intervals and name not in _NO_INTERVAL:
+                    if with_ci and name == "guard":
                         _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
                                              selector, flagged, level, seed, True)
+                    elif with_ci and name not in _NO_INTERVAL:
+                        errors = _selection_aware_errors(m, name, Y_ref, s_ref, k, seed, method_params.get(m, {}),
+                                                         cache)
+                        lower, upper = interval_from_errors(pred, errors, level)
+                        cov = _coverage(lower, upper, s_test)
+                        width = float(np.mean(upper - lower))
                     agree = math.nan
                     if binary:
                         _, _, item_pred = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
@@ -351,7 +387,7 @@ def run_backtest(
                         "method": m, "predictor": name, "label": paper_label(m, name), "split": split,
                         "budget": float(budget), "k": k, "seed": seed, "n_reference": int(ref.size),
                         "n_test": int(test.size), **regression_metrics(s_test, pred), "coverage": cov,
-                        "agreement": agree,
+                        "agreement": agree, "interval_width": width,
                         "frac_flagged": float(flagged.mean()), "seconds": t_sel + t_pred,
                     })
     stab = {key: nogueira_stability(v, N) for key, v in chosen.items()}

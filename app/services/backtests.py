@@ -31,7 +31,7 @@ MIN_REFERENCE = 3
 MAX_SEEDS = 20
 EXTRAPOLATION_POOL = 0.5  # references from the bottom 50% (app.core.backtest.split_models)
 COLUMNS = ["benchmark", "method", "predictor", "label", "split", "budget", "k", "seed", "n_reference",
-           "n_test", "rmse", "mae", "spearman", "kendall", "agreement", "stability", "coverage",
+           "n_test", "rmse", "mae", "spearman", "kendall", "agreement", "stability", "coverage", "interval_width",
            "frac_flagged", "seconds"]
 UNAVAILABLE = {"agreement": "item-level Agreement (003 App. C.1) is null for predictors without item-level "
                             "predictions (mean, aipw, guard) and for non-binary scores",

@@ -14,9 +14,13 @@ them and the database (see docs/DECISIONS.md "Score-based coresets").
   weights, lambda, IRT parameters) so that predict refits the predictor deterministically.
   ``diagnostics`` (returned by GET) keeps only ``fits_summary``: per benchmark ``n_items``, ``k``,
   ``lambda`` and ``n_references`` -- never arrays that grow with references x k.
+  The job also stores ``calibration``: the references' cross-fitted errors (selector + predictor
+  refitted on ten folds of the references, ``app.core.intervals.cross_fitted_errors``), so that
+  intervals account for the coreset having been chosen on the same references.
 * predict: per benchmark the stored predictor (AIPW when the target is outside the references'
-  coreset means, unless the caller chose the predictor), a leave-one-reference-out split-conformal
-  interval; capabilities / overall = mean over benchmarks, its interval calibrated on the pooled
+  coreset means, unless the caller chose the predictor) and a split-conformal interval on the
+  stored cross-fitted errors (leave-one-reference-out residuals for AIPW, the irt predictor and
+  coresets without them); capabilities / overall = mean over benchmarks, its interval calibrated on the pooled
   per-reference errors (``app.core.intervals.pooled_errors``).
 """
 
@@ -51,6 +55,7 @@ PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "irt")
 DEFAULT_PREDICTOR = "kernel_ridge"
 DEFAULT_LEVEL = 0.9
 MIN_REFERENCES = 3  # LOO intervals need a few references; random_search (Search+) needs >= 3 for CV
+CALIBRATION_FOLDS = 10  # folds of the references for the cross-fitted interval errors
 WEIGHTED_METHODS = ("anchor_points", "irt")  # methods whose weights_ are non-negative item weights
 
 
@@ -215,6 +220,32 @@ def _fit_selector(method: str, params: dict[str, Any], seed: int, k: int, Y: np.
     return SCORE_METHODS[method](k=k, seed=seed, **params).fit(Y)
 
 
+def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray,
+                              y: np.ndarray, predictor: str) -> dict[str, Any]:
+    """Held-out errors of the whole pipeline (selector + predictor refitted on each of
+    :data:`CALIBRATION_FOLDS` folds of the references; ``app.core.intervals.cross_fitted_errors``),
+    stored so that predict's interval accounts for the coreset having been chosen on these
+    references. Falls back to predict-time leave-one-reference-out residuals (``kind: "loo"``)
+    when a fold is too small for the selector."""
+    from app.core.intervals import cross_fitted_errors
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        fitted = _fit_selector(method, params, seed, k, Y[train])
+        idx = np.asarray(fitted.ranking_, dtype=np.int64)
+        w = getattr(fitted, "weights_", None)
+        fold = {"weights": np.asarray(w, dtype=float).tolist() if method in WEIGHTED_METHODS and w is not None
+                else None}
+        model = predictor_factory(predictor, fold)().fit(Y[train][:, idx], y[train])
+        return model.predict(Y[test][:, idx])
+
+    try:
+        errors = cross_fitted_errors(fit_predict, y, n_folds=CALIBRATION_FOLDS, seed=seed)
+    except ValueError as exc:
+        return {"kind": "loo", "reason": f"cross-fitting failed: {exc}"}
+    return {"kind": "cross_fitted", "predictor": predictor, "n_folds": min(CALIBRATION_FOLDS, len(y)),
+            "errors": errors.tolist()}
+
+
 @register(KIND, queue="cpu")
 def run_score_coreset(ctx: JobContext) -> dict[str, Any]:
     coreset_id = ctx.payload["coreset_id"]
@@ -271,6 +302,8 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
         }
         if predictor in ("ridge", "kernel_ridge"):
             fit["lambda"] = float(predictor_factory(predictor, fit)().fit(X_ref, y_ref).lambda_)
+        if predictor != "irt":
+            fit["calibration"] = _cross_fitted_calibration(method, params, seed, k_b, Y, y_ref, predictor)
         if predictor == "irt":
             from app.core.irt import IRTPredictor
 
@@ -301,7 +334,8 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
 def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The small, user-facing part of the fits (``diagnostics.fits_summary``); no per-reference arrays."""
     return {bid: {"n_items": int(fit["n_items"]), "k": len(fit["items"]), "lambda": fit.get("lambda"),
-                  "n_references": len(fit["y_ref"])} for bid, fit in fits.items()}
+                  "n_references": len(fit["y_ref"]),
+                  "calibration": (fit.get("calibration") or {}).get("kind", "loo")} for bid, fit in fits.items()}
 
 
 # --------------------------------------------------------------------------- predict
@@ -407,15 +441,25 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
         flag = extrapolation_flag(float(x.mean()), X.mean(axis=1))
         any_extrapolation |= flag
         name = "aipw" if flag and not explicit else stored
-        ci = loo_conformal_interval(predictor_factory(name, fit), X, y, x, level=level, method="split")
+        calibration = fit.get("calibration") or {}
+        if calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
+            cal_errors = np.asarray(calibration["errors"], dtype=float)
+            raw = float(predictor_factory(name, fit)().fit(X, y).predict(x[None, :])[0])
+            raw_lo, raw_hi = interval_from_errors(raw, cal_errors, level)
+            cal_kind = "cross_fitted"
+        else:  # AIPW for an extrapolated target, the irt predictor, or an older coreset
+            ci = loo_conformal_interval(predictor_factory(name, fit), X, y, x, level=level, method="split")
+            raw, raw_lo, raw_hi, cal_errors = float(ci.center[0]), ci.lower[0], ci.upper[0], ci.loo_errors
+            cal_kind = "leave_one_reference_out"
         lo_s, hi_s = _scale(benchmark)
-        center = _clip(float(ci.center[0]), lo_s, hi_s)
-        lower = _clip(float(ci.lower[0]), lo_s, hi_s)
-        upper = _clip(float(ci.upper[0]), lo_s, hi_s)
-        parts.append((benchmark.capability or benchmark.name, center, ci.loo_errors, lo_s, hi_s))
+        center = _clip(raw, lo_s, hi_s)
+        lower = _clip(float(raw_lo), lo_s, hi_s)
+        upper = _clip(float(raw_hi), lo_s, hi_s)
+        parts.append((benchmark.capability or benchmark.name, center, cal_errors, lo_s, hi_s))
         entries[benchmark.name] = {
             "estimate": center, "interval": [_num(lower), _num(upper)], "std_error": None,
             "predictor": name, "extrapolation": flag, "n_items": int(len(x)), "n_total": int(fit["n_items"]),
+            "calibration": cal_kind,
             "method": f"{coreset.method}+{name}",
         }
 
