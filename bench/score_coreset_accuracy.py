@@ -142,7 +142,8 @@ def check_claim(summ: list[dict]) -> list[str]:
     for b in BUDGETS:
         r, m = by[("Random", b)], by[("mRMR++", b)]
         red = 1 - m["rmse"] / r["rmse"]
-        out.append(f"{int(round(b * 100))}%: mRMR++ RMSE {red:+.0%} vs Random ({'≥30% lower: yes' if red >= 0.3 else '≥30% lower: NO'}), "
+        rel = f"{red:.0%} below" if red >= 0 else f"{-red:.0%} above"
+        out.append(f"{int(round(b * 100))}%: mRMR++ RMSE {rel} Random's ({'≥30% lower: yes' if red >= 0.3 else '≥30% lower: NO'}), "
                    f"Kendall {m['kendall']:.3f} vs {r['kendall']:.3f} ({'≥ Random' if m['kendall'] >= r['kendall'] else '< Random'})")
     return out
 
