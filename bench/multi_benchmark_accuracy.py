@@ -7,35 +7,19 @@ Data (read in place from EVALPLAN_DATA_DIR, default ../shared/data relative to t
 ``helm_lite_med_qa`` (1000) and ``helm_lite_commonsense`` (500): 3504 items, the same 83 models,
 0/1 scores. Rows are aligned by model name.
 
-Protocol (what the service does for one multi-benchmark score-based coreset, see
-``app/services/score_coresets.py``; one trial = one seed):
-
-1. Every matrix goes through :func:`app.core.backtest.impute_item_mean` (no cell is missing here).
-   A model's full score on benchmark b is its item mean ``s_b``; its overall score is the mean of
-   the five ``s_b`` (each benchmark weighs the same, as the service's ``overall``).
-2. :func:`app.core.backtest.split_models` ("stratified", 10 bins over the overall score) draws
-   M = 30 references; the other 53 models are test models. The same references serve all five
-   benchmarks (the service's ``reference_models``).
-3. A TOTAL budget (5% / 10% of the 3504 items = 175 / 350) is split over the benchmarks by
-   :func:`app.core.selection.baselines.stratified_counts` (proportional to size, >= 1 each), as
-   ``plan_counts`` does for an integer budget.
-4. Per benchmark: the selector (``app.core.backtest._select``, seed = trial seed) is fitted on the
-   references' rows with that benchmark's k_b; the predictor is fitted on the references' coreset
-   scores -> their full mean on that benchmark; per test model the estimate (clipped to [0, 1] like
-   the service) and the 90% leave-one-reference-out split-conformal interval
-   (:func:`app.core.intervals.loo_conformal_interval`, method "split").
-5. Overall = mean of the five per-benchmark estimates; its interval is the service's combination:
-   the split-conformal rule on the references' pooled errors (reference i's error on the overall =
-   the mean of its five signed per-benchmark LOO errors; ``app.core.intervals.pooled_errors``),
-   clipped to [0, 1]. Each HELM Lite set is
-   registered as its own capability here, so per-capability = per-benchmark.
-
-The predictor is the one named (as a request with an explicit ``predictor``), so the service's
-AIPW switch for extrapolated targets does not apply. gp-IRT uses the service's own stored-2PL
-predictor (``app.services.score_coresets.predictor_factory("irt", fit)``), built as the job builds
-it, so it has an interval too. Compute knob: ``--ap-n-init`` (AnchorPoints k-medoids restarts;
-the service default 5). BLAS / OpenMP are limited to ``--threads`` (default 1): on 2 shared cores
-the multi-threaded BLAS made mRMR ~7x slower on these 30-row matrices.
+Protocol: :func:`app.core.suite_backtest.run_suite_backtest` (its module docstring), i.e. what
+the service does for one multi-benchmark score-based coreset, and what ``POST /v1/backtests``
+with ``suite: true`` runs: references drawn once on the overall score (stratified, M = 30, the
+other 53 models are test models) and shared by the five benchmarks; a TOTAL budget (5% / 10% of
+the 3504 items) split in proportion to size, at least one each; per benchmark the selector on the
+references and the named predictor, with a 90% interval on cross-fitted errors (selector and
+predictor refitted on ten folds); overall = mean of the five estimates, its interval on the pooled
+per-reference errors. Each HELM Lite set is registered as its own capability here, so
+per-capability = per-benchmark. The predictor is the one named (as a request with an explicit
+``predictor``), so the service's AIPW switch for extrapolated targets does not apply; gp-IRT has
+no interval. Compute knob: ``--ap-n-init`` (AnchorPoints k-medoids restarts; the service default
+5). BLAS / OpenMP are limited to ``--threads`` (default 1): on 2 shared cores the multi-threaded
+BLAS made mRMR ~7x slower on these 30-row matrices.
 """
 
 from __future__ import annotations
@@ -50,11 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from app.core.backtest import (_factory, _select, impute_item_mean, regression_metrics,
-                               split_models)
-from app.core.intervals import interval_from_errors, loo_conformal_interval, pooled_errors
+from app.core.backtest import impute_item_mean
+from app.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
 from app.core.score_scale import ScoreScale
-from app.core.selection.baselines import stratified_counts
 from app.interop.score_csv import parse_wide_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +48,7 @@ SHORT = {d: d.removeprefix("helm_lite_") for d in DATASETS}
 BUDGETS = (0.05, 0.1)
 N_REFERENCE = 30
 LEVEL = 0.9
-#: (label, selector, predictor); "gp_irt" is served by the service's stored-2PL predictor.
+#: (label, selector, predictor)
 METHODS: tuple[tuple[str, str, str], ...] = (
     ("Random", "random", "mean"), ("Random+", "random", "ridge"), ("Random++", "random", "kernel_ridge"),
     ("AnchorPoints", "anchor_points", "weighted_mean"), ("AnchorPoints++", "anchor_points", "kernel_ridge"),
@@ -90,99 +72,36 @@ def load_suite(names: Sequence[str] = DATASETS) -> tuple[list[str], list[np.ndar
     return models, mats
 
 
-# ----------------------------------------------------------------------------- pure helpers
-def split_budget(sizes: Sequence[int], fraction: float) -> list[int]:
-    """Per-benchmark coreset sizes for a TOTAL budget of ``fraction`` of all items: the service's
-    ``plan_counts`` for the integer budget ``max(B, round(fraction * sum(sizes)))``."""
-    sizes_arr = np.asarray(sizes, dtype=np.int64)
-    total = max(len(sizes_arr), int(round(float(fraction) * int(sizes_arr.sum()))))
-    return [int(c) for c in stratified_counts(sizes_arr, total)]
-
-
-def combine_overall(centers: np.ndarray, loo_errors: Sequence[np.ndarray], level: float = LEVEL,
-                    lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The service's overall estimate and interval from B benchmarks.
-
-    centers : (B, T) per-benchmark (clipped) estimates of T targets; loo_errors : B arrays of the
-    references' signed LOO errors (the same M references for every benchmark). Returns
-    (estimate, lower, upper), each (T,): estimate = mean over benchmarks; interval = the
-    split-conformal rule on the pooled per-reference errors
-    (:func:`app.core.intervals.pooled_errors`), clipped to [lo, hi].
-    """
-    C = np.atleast_2d(np.asarray(centers, dtype=float))
-    est = C.mean(axis=0)
-    lower, upper = interval_from_errors(est, pooled_errors(np.vstack(loo_errors)), level)
-    return est, np.clip(lower, lo, hi), np.clip(upper, lo, hi)
-
-
 # ----------------------------------------------------------------------------- one trial
-def _irt_factory(selector: Any, Y_ref: np.ndarray, idx: np.ndarray, weights: Any, seed: int) -> Any:
-    """gp-IRT as the service stores and serves it (job: IRTPredictor on the references with the
-    selector's 2PL -> lam; predict: ``predictor_factory("irt", fit)``)."""
-    from app.core.irt import IRTPredictor
-    from app.services.score_coresets import predictor_factory
-
-    w = None if weights is None else np.asarray(weights, dtype=float).tolist()
-    irt = IRTPredictor(dim=1, l2=1.0, seed=seed).fit(Y_ref, idx, weights=w,
-                                                     item_params=(selector.a_, selector.b_, selector.theta_))
-    fit = {"weights": w, "irt": {"a": np.asarray(selector.a_).tolist(), "b": np.asarray(selector.b_).tolist(),
-                                 "theta": np.asarray(selector.theta_).tolist(), "lam": float(irt.lam_),
-                                 "dim": 1, "l2": 1.0, "selected": np.asarray(idx).tolist()}}
-    return predictor_factory("irt", fit)
-
-
 def run_trial(mats: Sequence[np.ndarray], seed: int, fraction: float,
               methods: Sequence[tuple[str, str, str]] = METHODS, n_reference: int = N_REFERENCE,
               level: float = LEVEL, method_params: Mapping[str, Mapping[str, Any]] | None = None
               ) -> list[dict[str, Any]]:
-    """One row per method for one seed and one total budget (see the module docstring)."""
-    method_params = dict(method_params or {})
-    s_b = np.stack([Y.mean(axis=1) for Y in mats])  # (B, models)
-    s_all = s_b.mean(axis=0)
-    ref, test = split_models(s_all, n_reference, "stratified", np.random.default_rng(seed))
-    counts = split_budget([Y.shape[1] for Y in mats], fraction)
-    B = len(mats)
-    selected: dict[tuple[str, int], tuple[np.ndarray, Any, Any, float]] = {}
-    rows = []
-    for label, method, pred_name in methods:
-        centers, resid, per, secs, cov_b = [], [], [], 0.0, []
-        for b, Y in enumerate(mats):
-            Y_ref, Y_test = Y[ref], Y[test]
-            if (method, b) not in selected:
-                t0 = time.perf_counter()
-                idx, weights, selector = _select(method, Y_ref, counts[b], seed, method_params.get(method, {}))
-                selected[(method, b)] = (np.asarray(idx), weights, selector, time.perf_counter() - t0)
-            idx, weights, selector, t_sel = selected[(method, b)]
-            secs += t_sel
-            Xr, Xt, yr, yt = Y_ref[:, idx], Y_test[:, idx], s_b[b, ref], s_b[b, test]
-            t1 = time.perf_counter()
-            if pred_name == "gp_irt":
-                fac = _irt_factory(selector, Y_ref, idx, weights, seed)
-            else:
-                if pred_name == "weighted_mean" and weights is None:
-                    weights = np.full(len(idx), 1.0 / len(idx))
-                fac = _factory(pred_name, weights)
-            ci = loo_conformal_interval(fac, Xr, yr, Xt, level=level, method="split")
-            secs += time.perf_counter() - t1
-            c = np.clip(ci.center, 0.0, 1.0)
-            centers.append(c)
-            resid.append(ci.loo_errors)
-            cov_b.append(float(np.mean((ci.lower <= yt) & (yt <= ci.upper))))
-            per.append(regression_metrics(yt, c))
-        est, lo, hi = combine_overall(np.stack(centers), resid, level)
-        y_all = s_all[test]
+    """One row per method for one seed and one total budget: :func:`run_suite_backtest` (the
+    protocol of the module docstring), its per-benchmark rows folded into the overall row."""
+    plan: dict[str, list[str]] = {}
+    for _label, method, pred in methods:
+        plan.setdefault(method, []).append(pred)
+    names = [str(b) for b in range(len(mats))]
+    rows = run_suite_backtest(mats, names, plan, budgets=[fraction], n_reference=n_reference,
+                              split="stratified", seeds=[seed], level=level, method_params=method_params)
+    out = []
+    for label, method, pred in methods:
+        by = {r["scope"]: r for r in rows if r["method"] == method and r["predictor"] == pred}
+        o = by[OVERALL]
+        bench_cov = [by[n]["coverage"] for n in names if math.isfinite(by[n]["coverage"])]
         row: dict[str, Any] = {
-            "label": label, "method": method, "predictor": pred_name, "budget": float(fraction),
-            "k": int(sum(counts)), "counts": counts, "seed": seed, "n_reference": int(ref.size),
-            "n_test": int(test.size), **regression_metrics(y_all, est),
-            "coverage": float(np.mean((lo <= y_all) & (y_all <= hi))), "width": float(np.mean(hi - lo)),
-            "coverage_bench": float(np.mean(cov_b)), "seconds": secs,
+            "label": label, "method": method, "predictor": pred, "budget": float(fraction), "k": o["k"],
+            "counts": [by[n]["k"] for n in names], "seed": seed, "n_reference": o["n_reference"],
+            "n_test": o["n_test"], **{m: o[m] for m in ("rmse", "mae", "spearman", "kendall")},
+            "coverage": o["coverage"], "width": o["interval_width"],
+            "coverage_bench": float(np.mean(bench_cov)) if bench_cov else math.nan, "seconds": o["seconds"],
         }
-        for b in range(B):
-            row[f"rmse_{b}"] = per[b]["rmse"]
-            row[f"kendall_{b}"] = per[b]["kendall"]
-        rows.append(row)
-    return rows
+        for b, n in enumerate(names):
+            row[f"rmse_{b}"] = by[n]["rmse"]
+            row[f"kendall_{b}"] = by[n]["kendall"]
+        out.append(row)
+    return out
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> dict[tuple[str, float], dict[str, float]]:
@@ -299,7 +218,7 @@ def main() -> None:
     keys += [f"{m}_{b}" for b in range(len(mats)) for m in ("rmse", "kendall")]
     summ = summarize(rows, keys)
     labels = [m[0] for m in methods]
-    counts = {b: split_budget(sizes, b) for b in BUDGETS}
+    counts = {b: split_total_budget(sizes, b) for b in BUDGETS}
     n_test = rows[0]["n_test"]
     wall = time.perf_counter() - t_all
     split_txt = "; ".join(f"{int(round(b * 100))}% = {sum(c)} items = "
@@ -312,10 +231,11 @@ def main() -> None:
              "",
              f"Suite: the five HELM Lite sets as ONE multi-benchmark coreset ({len(models)} shared models, "
              f"{sum(sizes)} items: " + ", ".join(f"`{d}` {n}" for d, n in zip(DATASETS, sizes)) + "; 0/1). "
-             f"Protocol (`bench/multi_benchmark_accuracy.py`, mirrors `app/services/score_coresets.py`): M = "
+             f"Protocol (`app.core.suite_backtest.run_suite_backtest`, as the service does and as `POST /v1/backtests` "
+             f"with `suite: true` runs): M = "
              f"{N_REFERENCE} stratified references (10 bins over the overall score; the same references for every "
              f"benchmark), {n_test} test models, {args.seeds} seeds (each seed = its own reference draw and "
-             f"selector seed). A TOTAL budget split by `stratified_counts` (proportional to size, ≥ 1 each): "
+             f"selector seed). A TOTAL budget split in proportion to size (≥ 1 each): "
              f"{split_txt}. Per benchmark the selector is fitted on the references and the named predictor on "
              "the references' coreset scores -> that benchmark's full mean (estimate clipped to [0, 1]; no AIPW "
              "switch, the predictor being explicit); overall = mean of the 5 per-benchmark estimates vs the mean "
@@ -323,11 +243,10 @@ def main() -> None:
              "per-benchmark (the table below). RMSE / MAE in accuracy points (x100), mean ± s.e. over seeds; "
              "Kendall = tau-b over the test models. cov90 = fraction of test models whose true overall score "
              "lies in the service's combined overall 90% interval (split conformal on the references' pooled "
-             "per-benchmark LOO errors, clipped to [0, 1]); "
+             "per-benchmark cross-fitted errors, clipped to [0, 1]; n/a for gp-IRT); "
              "width = its mean width (x100); bench cov90 = mean over benchmarks of the per-benchmark 90% "
-             "leave-one-reference-out split-conformal coverage; sec = selection + fit/predict + interval "
-             "calibration per trial, all 5 benchmarks, 1 BLAS thread on 2 shared cores. gp-IRT = the "
-             "service's stored-2PL predictor (`predictor: \"irt\"`). "
+             "coverage (cross-fitted calibration as in the service); sec = selection + fit/predict + interval "
+             "calibration per trial, all 5 benchmarks, 1 BLAS thread on 2 shared cores. "
              + cut,
              "",
              f"### Overall (mean of the 5 benchmarks; {len(models)} models, {n_test} test)", "",

@@ -14,31 +14,7 @@ _spec = importlib.util.spec_from_file_location(
 mba = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mba)
 END, METHODS, START = mba.END, mba.METHODS, mba.START
-combine_overall, run_trial, split_budget, write_section = (mba.combine_overall, mba.run_trial, mba.split_budget,
-                                                           mba.write_section)
-
-
-def test_split_budget_is_proportional_total_and_at_least_one():
-    sizes = [1000, 437, 567, 1000, 500]
-    assert split_budget(sizes, 0.05) == [50, 22, 28, 50, 25]  # 175 = round(0.05 * 3504)
-    assert sum(split_budget(sizes, 0.1)) == 350
-    tiny = split_budget([1000, 3, 2], 0.002)  # total max(3, round(2.01)) = 3: one each
-    assert tiny == [1, 1, 1]
-
-
-def test_combine_overall_mean_and_pooled_quantile():
-    centers = np.array([[0.2, 0.5], [0.4, 0.9]])
-    E = [np.arange(1, 101) / 1000.0, -np.arange(1, 101) / 2000.0]  # M = 100, partly cancelling
-    est, lo, hi = combine_overall(centers, E, level=0.9)
-    # pooled errors = (i/1000 - i/2000) / 2 = i/4000; rank ceil(101 * 0.9) = 91 -> q = 91/4000
-    np.testing.assert_allclose(est, [0.3, 0.7])
-    np.testing.assert_allclose(hi - est, [91 / 4000] * 2)
-    np.testing.assert_allclose(lo, [0.3 - 91 / 4000, 0.7 - 91 / 4000])
-    # M = 30, B = 5: finite (a Bonferroni union would need rank 31 > 30), clipped to [0, 1]
-    est, lo, hi = combine_overall(np.full((5, 1), 0.5), [np.full(30, 0.01)] * 5, level=0.9)
-    np.testing.assert_allclose([lo[0], hi[0]], [0.49, 0.51])
-    est, lo, hi = combine_overall(np.full((5, 1), 0.99), [np.full(30, 0.05)] * 5, level=0.9)
-    assert hi[0] == 1.0
+run_trial, write_section = mba.run_trial, mba.write_section
 
 
 def test_write_section_replaces_only_between_markers_and_keeps_interpretation(tmp_path):
