@@ -24,7 +24,7 @@ def two_pl(seed: int, n_models: int = N_MODELS, n_items: int = N_ITEMS) -> np.nd
     return (rng.random(p.shape) < p).astype(int)
 
 
-def upload(client, bench: str, Y: np.ndarray) -> None:
+def upload(client, bench: str, Y: np.ndarray, prefix: str | None = None) -> None:
     r = client.post("/v1/benchmarks", json={"name": bench, "score_kind": "binary"})
     assert r.status_code == 201, r.text
     item_ids = [f"q{j:03d}" for j in range(Y.shape[1])]
@@ -32,13 +32,13 @@ def upload(client, bench: str, Y: np.ndarray) -> None:
     r = client.post(f"/v1/benchmarks/{bench}/items", content=body, headers={"content-type": "application/x-ndjson"})
     assert r.status_code == 200, r.text
     lines = ["model," + ",".join(item_ids)]
-    lines += [f"{bench}_m{m:02d}," + ",".join(str(int(v)) for v in row) for m, row in enumerate(Y)]
+    lines += [f"{prefix or bench}_m{m:02d}," + ",".join(str(int(v)) for v in row) for m, row in enumerate(Y)]
     r = client.post(f"/v1/benchmarks/{bench}/scores", content="\n".join(lines) + "\n",
                     headers={"content-type": "text/csv"})
     assert r.status_code == 200, r.text
 
 
-def run(client, **body) -> dict:
+def run(client, agreement: bool = True, **body) -> dict:
     r = client.post("/v1/backtests", json=body)
     assert r.status_code == 202, r.text
     job = r.json()["job"]
@@ -51,7 +51,7 @@ def run(client, **body) -> dict:
     assert "agreement" in result["unavailable"]
     for row in result["rows"]:
         assert list(row) == result["columns"]
-        if row["predictor"] in ("mean", "aipw", "guard"):
+        if row["predictor"] in ("mean", "aipw", "guard") or not agreement:
             assert row["agreement"] is None  # no item-level predictions
         else:  # the test data are 0/1 scores
             assert 0.0 <= row["agreement"] <= 1.0, row
@@ -99,6 +99,30 @@ def test_extrapolation_backtest_two_benchmarks(committed_client) -> None:
     check_finite(rows)
 
 
+def test_suite_backtest_one_multi_benchmark_coreset(committed_client) -> None:
+    client = committed_client
+    upload(client, "gen_a", two_pl(5), prefix="shared")
+    upload(client, "gen_b", two_pl(6, n_items=30), prefix="shared")
+    upload(client, "gen_c", two_pl(8, n_models=20))  # other models: none shared with gen_a
+    r = client.post("/v1/backtests", json={"benchmarks": ["gen_a", "gen_c"], "methods": ["random"], "budgets": [0.2],
+                                           "n_reference": 15, "suite": True})
+    assert r.status_code == 422 and "every benchmark of the suite (0)" in r.text, r.text
+    result = run(client, agreement=False, benchmarks=["gen_a", "gen_b"], methods=["random", "mrmr"],
+                 predictors={"random": "mean", "mrmr": "kernel_ridge"}, budgets=[0.2], n_reference=15,
+                 split="stratified", seeds=2, suite=True)
+    assert result["suite"] is True
+    rows = result["rows"]
+    assert len(rows) == 3 * 2 * 2  # (gen_a, gen_b, overall) x methods x seeds
+    by = {(r["benchmark"], r["method"], r["seed"]): r for r in rows}
+    for m in ("random", "mrmr"):
+        for seed in (0, 1):
+            # a total budget of 0.2 x 80 = 16 items, split 10 + 6 by size; one reference draw for both
+            assert [by[(b, m, seed)]["k"] for b in ("gen_a", "gen_b", "overall")] == [10, 6, 16]
+            assert {by[(b, m, seed)]["n_test"] for b in ("gen_a", "gen_b", "overall")} == {25}
+            assert 0.0 <= by[("overall", m, seed)]["coverage"] <= 1.0
+    check_finite([{**r, "stability": 0.0} for r in rows])  # stability is not computed in a suite
+
+
 BAD = [
     ({"methods": ["nope"]}, 422, "methods.0"),
     ({"predictors": ["nope"]}, 422, "predictors.0"),
@@ -115,11 +139,14 @@ BAD = [
     ({"benchmarks": "missing"}, 404, None),
     ({"benchmarks": ["gen", "missing"]}, 404, None),
     ({"benchmarks": "small", "n_reference": 5}, 422, "benchmarks"),
+    ({"suite": True}, 422, "suite"),
+    ({"suite": True, "benchmarks": ["gen", "gen2"], "predictors": ["guard"]}, 422, "predictors.random"),
 ]
 
 
 def test_bad_inputs_create_no_job(client) -> None:
     upload(client, "gen", two_pl(1))
+    upload(client, "gen2", two_pl(7), prefix="gen")
     upload(client, "small", two_pl(4, n_models=6, n_items=10))
     base = {"benchmarks": "gen", "methods": ["random"], "budgets": [0.1], "n_reference": 20,
             "split": "random", "seeds": 2}

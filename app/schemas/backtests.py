@@ -20,3 +20,7 @@ class BacktestCreate(BaseModel):
     seeds: int = Field(5, description="Number of seeds (trials), 1..20; seeds 0..n-1.")
     metric: str | None = Field(None, description="Score metric; default each benchmark's default metric.")
     level: float = Field(0.9, gt=0, lt=1, description="Conformal interval level of the coverage column.")
+    suite: bool = Field(False, description="Treat the benchmarks (>= 2) as ONE multi-benchmark coreset: models "
+                                           "with scores on every benchmark, references shared, each budget a "
+                                           "total split in proportion to benchmark size; rows per benchmark "
+                                           "and one `overall` row (benchmark = \"overall\").")

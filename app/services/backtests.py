@@ -6,8 +6,13 @@ loads each benchmark's models x items matrix, runs the backtest per (benchmark, 
 rows equal one call with every method, since splits and selectors depend only on the seed -- and
 stores ``{"rows", "columns", "unavailable"}`` as the job result. NaN metrics are stored as null.
 
-The item-level Agreement column (003 App. C.1) is not computed by ``run_backtest``; it is listed
-in ``unavailable`` and its value is null on every row.
+With ``suite: true`` the benchmarks form ONE multi-benchmark coreset
+(:func:`app.core.suite_backtest.run_suite_backtest`): the models scored on every benchmark, shared
+references, each budget a total split over the benchmarks; rows per benchmark plus one row with
+``benchmark = "overall"`` per (method, predictor, budget, seed).
+
+``unavailable`` says when a column is null (Agreement for predictors without item-level
+predictions, coverage for the IRT predictors; in a suite Agreement and stability are not computed).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.core.backtest import BACKTEST_METHODS, BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS, run_backtest
+from app.core.suite_backtest import run_suite_backtest
 from app.db.models import Benchmark, Item, Job
 from app.errors import ErrorCollector, InvalidInput
 from app.services.jobs import JobContext, create_job, register
@@ -44,6 +50,17 @@ def _n_models(session: Session, benchmark: Benchmark, metric: str) -> int:
     sql = ("SELECT COUNT(DISTINCT s.model_id) FROM scores s JOIN items i ON i.pk = s.item_pk "
            "WHERE i.benchmark_id = :b AND s.metric = :m")
     return int(session.execute(text(sql), {"b": benchmark.id, "m": metric}).scalar() or 0)
+
+
+def _n_shared_models(session: Session, benchmarks: list[Benchmark], metric: str | None) -> int:
+    """Models with at least one score on every benchmark (each with its metric): a suite's rows."""
+    shared: set[str] | None = None
+    for b in benchmarks:
+        sql = ("SELECT DISTINCT s.model_id FROM scores s JOIN items i ON i.pk = s.item_pk "
+               "WHERE i.benchmark_id = :b AND s.metric = :m")
+        ids = {r[0] for r in session.execute(text(sql), {"b": b.id, "m": metric or b.default_metric})}
+        shared = ids if shared is None else shared & ids
+    return len(shared or ())
 
 
 def _plan_predictors(methods: list[str], predictors: Any, errors: ErrorCollector) -> dict[str, list[str]]:
@@ -108,17 +125,27 @@ def create_backtest(session: Session, body: Any) -> Job:
     if len({b.id for b in benchmarks}) != len(benchmarks):
         raise InvalidInput("a benchmark is listed twice", [{"field": "benchmarks", "detail": "duplicates"}])
     n = body.n_reference
+    if body.suite:
+        if len(benchmarks) < 2:
+            errors.add("suite needs at least two benchmarks", field="suite")
+        for m in methods:
+            if "guard" in plan[m]:
+                errors.add("the guard predictor is not available in a suite backtest", field=f"predictors.{m}")
+    shared = _n_shared_models(session, benchmarks, metric) if body.suite else 0
     entries = []
     for i, b in enumerate(benchmarks):
         loc = "benchmarks" if isinstance(body.benchmarks, str) else f"benchmarks.{i}"
         bm = metric or b.default_metric
         n_items = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == b.id)) or 0
-        n_models = _n_models(session, b, bm)
+        n_models = shared if body.suite else _n_models(session, b, bm)
         if n_items == 0:
             errors.add(f"benchmark {b.name!r} has no items", field=loc, benchmark=b.name)
-        if n >= n_models:
-            errors.add(f"n_reference={n} must be below the number of models with {bm!r} scores on "
-                       f"{b.name!r} ({n_models})", field="n_reference", benchmark=b.name)
+        if body.suite and i > 0:
+            pass  # the shared-model checks below were made once, on the first benchmark
+        elif n >= n_models:
+            where = "scored on every benchmark of the suite" if body.suite else f"with {bm!r} scores on {b.name!r}"
+            errors.add(f"n_reference={n} must be below the number of models {where} ({n_models})",
+                       field="n_reference", benchmark=b.name)
         elif n_models < n + 2:
             errors.add(f"benchmark {b.name!r} has {n_models} models with {bm!r} scores; a backtest with "
                        f"n_reference={n} needs at least {n + 2}", field=loc, benchmark=b.name)
@@ -135,7 +162,8 @@ def create_backtest(session: Session, body: Any) -> Job:
     errors.raise_if_any("the benchmarks cannot be backtested with this request")
 
     payload = {"benchmarks": entries, "methods": methods, "predictors": plan, "budgets": [float(x) for x in body.budgets],
-               "n_reference": n, "split": body.split, "seeds": body.seeds, "level": body.level}
+               "n_reference": n, "split": body.split, "seeds": body.seeds, "level": body.level,
+               "suite": bool(body.suite)}
     return create_job(session, KIND, payload, benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)
 
 
@@ -148,10 +176,38 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def _run_suite(ctx: JobContext, p: dict[str, Any]) -> list[dict[str, Any]]:
+    """The benchmarks as one multi-benchmark coreset (``app.core.suite_backtest``), on the models
+    scored on every benchmark (rows aligned by model)."""
+    entries, methods = p["benchmarks"], p["methods"]
+    with ctx.session_factory() as session:
+        matrices = [matrix_for(session, get_benchmark(session, e["id"]), e["metric"]) for e in entries]
+    shared = sorted(set.intersection(*(set(mx.model_ids) for mx in matrices)))
+    mats = [mx.values[[mx.model_ids.index(m) for m in shared]] for mx in matrices]
+    names = [e["name"] for e in entries]
+    rows: list[dict[str, Any]] = []
+    ctx.progress(0.05)
+    for i, m in enumerate(methods):
+        try:
+            out = run_suite_backtest(mats, names, {m: p["predictors"][m]}, budgets=p["budgets"],
+                                     n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"],
+                                     level=p["level"])
+        except ValueError as exc:  # the data changed since the request, or a scale the core rejects
+            raise InvalidInput(f"suite, method {m!r}: {exc}", [{"method": m, "detail": str(exc)}]) from None
+        for r in out:
+            row = {"benchmark": r["scope"], **r}
+            rows.append({c: _jsonable(row.get(c)) for c in COLUMNS})
+        ctx.progress((i + 1) / len(methods))
+    return rows
+
+
 @register(KIND, queue="cpu")
 def run_backtest_job(ctx: JobContext) -> dict[str, Any]:
     p = ctx.payload
     entries, methods = p["benchmarks"], p["methods"]
+    if p.get("suite"):
+        return {"rows": _run_suite(ctx, p), "columns": COLUMNS, "unavailable": UNAVAILABLE,
+                "metrics": {e["name"]: e["metric"] for e in entries}, "suite": True}
     steps, done = len(entries) * len(methods), 0
     rows: list[dict[str, Any]] = []
     for entry in entries:
