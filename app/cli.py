@@ -1,5 +1,5 @@
 """The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade``, ``session`` (a CI client) and
-``backtest`` (offline coreset backtest on a wide score CSV; needs no server or database)."""
+``backtest`` (offline coreset backtest on wide score CSVs, one by one or as a suite; needs no server or database)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--url", default=argparse.SUPPRESS, help="server base URL")
 
     bt = sub.add_parser("backtest", help="backtest score-based coresets on a wide score CSV (offline)")
-    bt.add_argument("--scores", required=True, help="wide CSV: first column 'model', one column per item")
+    bt.add_argument("--scores", required=True, nargs="+",
+                    help="wide CSV(s): first column 'model', one column per item; several files are "
+                         "backtested one by one, or as one suite with --suite")
+    bt.add_argument("--suite", action="store_true",
+                    help="treat the CSVs as ONE multi-benchmark coreset (models present in every file, "
+                         "shared references, each budget a total split by size); prints per-benchmark "
+                         "and overall tables")
     bt.add_argument("--methods", default="random,anchor_points,mrmr",
                     help="comma-separated selectors among random, irt, anchor_points, lasso, random_search, "
                          "hardness, pbsc, mrmr")
@@ -76,20 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def backtest_command(args: argparse.Namespace) -> int:
+    from app.core.backtest import DEFAULT_PREDICTOR as DEFAULT_PREDICTORS
     from app.core.backtest import markdown_table, run_backtest, summarize
     from app.core.score_scale import ScoreScale
+    from app.core.suite_backtest import run_suite_backtest
     from app.errors import InvalidInput
     from app.interop.score_csv import parse_wide_csv
 
-    try:
-        with open(args.scores, "rb") as fh:
-            upload = parse_wide_csv(fh.read(), ScoreScale(kind="continuous", minimum=None, maximum=None))
-    except OSError as exc:
-        print(f"evalplan backtest: cannot read {args.scores}: {exc}", file=sys.stderr)
-        return 2
-    except InvalidInput as exc:
-        print(f"evalplan backtest: {exc}", file=sys.stderr)
-        return 2
+    uploads = []
+    for path in args.scores:
+        try:
+            with open(path, "rb") as fh:
+                uploads.append(parse_wide_csv(fh.read(), ScoreScale(kind="continuous", minimum=None, maximum=None)))
+        except OSError as exc:
+            print(f"evalplan backtest: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+        except InvalidInput as exc:
+            print(f"evalplan backtest: {path}: {exc}", file=sys.stderr)
+            return 2
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     predictors: dict[str, list[str]] = {}
     if args.predictors:
@@ -101,17 +111,33 @@ def backtest_command(args: argparse.Namespace) -> int:
                 print(f"evalplan backtest: --predictors entry {pair!r} is not method=predictor", file=sys.stderr)
                 return 2
             predictors[name.strip()] = [p.strip() for p in preds.split("+") if p.strip()]
+    header = (f"split={args.split}, M={args.n_reference}, seeds={args.seeds}; RMSE/MAE in score units x100, "
+              "mean ± s.e. over seeds\n")
     try:
         budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
-        rows = run_backtest(upload.values, methods, predictors, budgets=budgets, n_reference=args.n_reference,
-                            split=args.split, seeds=args.seeds, level=args.level,
-                            intervals=not args.no_intervals)
+        if args.suite:
+            if len(uploads) < 2:
+                raise ValueError("--suite needs at least two --scores files")
+            shared = sorted(set.intersection(*(set(u.model_names) for u in uploads)))
+            mats = [u.values[[u.model_names.index(m) for m in shared]] for u in uploads]
+            plan = {m: predictors.get(m, [DEFAULT_PREDICTORS.get(m, "kernel_ridge")]) for m in methods}
+            rows = run_suite_backtest(mats, list(args.scores), plan, budgets=budgets, n_reference=args.n_reference,
+                                      split=args.split, seeds=args.seeds, level=args.level,
+                                      intervals=not args.no_intervals)
+            print(f"suite of {len(uploads)} benchmarks, {len(shared)} shared models; " + header)
+            for scope in [*args.scores, "overall"]:
+                print(f"### {scope}\n")
+                print(markdown_table(summarize([r for r in rows if r["scope"] == scope])) + "\n")
+            return 0
+        for path, upload in zip(args.scores, uploads):
+            rows = run_backtest(upload.values, methods, predictors, budgets=budgets, n_reference=args.n_reference,
+                                split=args.split, seeds=args.seeds, level=args.level,
+                                intervals=not args.no_intervals)
+            print(f"{path}: {len(upload.model_names)} models x {len(upload.item_ids)} items, " + header)
+            print(markdown_table(summarize(rows)) + "\n")
     except ValueError as exc:
         print(f"evalplan backtest: {exc}", file=sys.stderr)
         return 2
-    print(f"{len(upload.model_names)} models x {len(upload.item_ids)} items, split={args.split}, "
-          f"M={args.n_reference}, seeds={args.seeds}; RMSE/MAE in score units x100, mean ± s.e. over seeds\n")
-    print(markdown_table(summarize(rows)))
     return 0
 
 

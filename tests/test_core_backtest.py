@@ -163,3 +163,29 @@ def test_cli_backtest_prints_table(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "app.cli", "backtest", "--scores", str(tmp_path / "missing.csv")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+
+
+def test_cli_backtest_suite_prints_per_benchmark_and_overall(tmp_path):
+    paths = []
+    for b, n_items in enumerate((40, 24)):
+        Y = two_pl(30, n_items, seed=10 + b)
+        lines = ["model," + ",".join(f"i{j}" for j in range(n_items))]
+        lines += [f"m{i}," + ",".join(str(int(v)) for v in row) for i, row in enumerate(Y)]
+        if b == 1:
+            lines.append("only_here," + ",".join("1" for _ in range(n_items)))  # not shared: left out
+        path = tmp_path / f"bench{b}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(str(path))
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "backtest", "--scores", *paths, "--suite", "--methods", "random,mrmr",
+         "--budgets", "0.2", "--n-reference", "12", "--seeds", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "suite of 2 benchmarks, 30 shared models" in out
+    for scope in (*paths, "overall"):
+        assert f"### {scope}" in out
+    assert out.count("| Random |") == 3 and out.count("| mRMR++ |") == 3
+    one = subprocess.run([sys.executable, "-m", "app.cli", "backtest", "--scores", paths[0], "--suite"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert one.returncode == 2 and "at least two" in one.stderr
