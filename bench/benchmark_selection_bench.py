@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.benchmark_selection import BenchmarkSelector, residual_variance_fraction, test_r2
+from bench.markdown_sections import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- benchmark-selection -->", "<!-- /benchmark-selection -->"
@@ -229,13 +230,7 @@ def main() -> None:
     section = render(results, args.splits, time.perf_counter() - t0)
     print(section)
     if args.write:
-        text = args.write.read_text() if args.write.exists() else "# Results\n"
-        start, end = text.find(START), text.find(END)
-        if start == -1 or end == -1:
-            text = text.rstrip("\n") + "\n\n" + section + "\n"
-        else:
-            text = text[:start] + section + text[end + len(END):]
-        args.write.write_text(text)
+        write_section(args.write, section, START, END)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from scipy.stats import kendalltau
 
 from app.core.backtest import _predict, _select, run_backtest, split_models
 from bench.server import data_dir, fresh_database, running_server
+from bench.markdown_sections import write_section
 
 START, END = "<!-- e2e-score-coreset -->", "<!-- /e2e-score-coreset -->"
 BENCH = "musr"
@@ -242,18 +243,7 @@ def main() -> None:
     section = "\n".join(lines)
     print(section)
     if args.write:
-        text = args.write.read_text() if args.write.exists() else "# Results\n"
-        start, end = text.find(START), text.find(END)
-        if start == -1 or end == -1:
-            text = text.rstrip("\n") + "\n\n" + section + "\n"
-        else:
-            old = text[start:end]
-            i0, i1 = old.find("<!-- interpretation -->"), old.find("<!-- /interpretation -->")
-            if i0 != -1 and i1 != -1:
-                section = section.replace("<!-- interpretation -->\n<!-- /interpretation -->",
-                                          old[i0:i1 + len("<!-- /interpretation -->")])
-            text = text[:start] + section + text[end + len(END):]
-        args.write.write_text(text)
+        write_section(args.write, section, START, END)
 
 
 if __name__ == "__main__":

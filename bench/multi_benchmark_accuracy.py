@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from app.core.backtest import impute_item_mean
+from bench import markdown_sections
 from app.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
 from app.core.score_scale import ScoreScale
 from app.interop.score_csv import parse_wide_csv
@@ -178,19 +179,8 @@ def claim_lines(summ: Mapping[tuple[str, float], Mapping[str, float]], labels: S
 
 
 def write_section(path: Path, section: str) -> None:
-    """Replace what lies between START and END (keeping a hand-written interpretation block that
-    is already there), or append the section when the markers are absent."""
-    text = path.read_text() if path.exists() else "# Results\n"
-    start, end = text.find(START), text.find(END)
-    if start == -1 or end == -1 or end < start:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    else:
-        old = text[start:end]
-        i0, i1 = old.find(INTERP[0]), old.find(INTERP[1])
-        if i0 != -1 and i1 != -1:
-            section = section.replace(INTERP[0] + "\n" + INTERP[1], old[i0:i1 + len(INTERP[1])])
-        text = text[:start] + section + text[end + len(END):]
-    path.write_text(text)
+    """This script's section (between START and END) of ``path``; see :mod:`bench.markdown_sections`."""
+    markdown_sections.write_section(path, section, START, END)
 
 
 def main() -> None:

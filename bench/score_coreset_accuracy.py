@@ -32,6 +32,7 @@ import numpy as np
 from app.core.backtest import run_backtest, summarize
 from app.core.score_scale import ScoreScale
 from app.interop.score_csv import parse_wide_csv
+from bench.markdown_sections import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 START = "<!-- score-coresets -->"
@@ -217,19 +218,7 @@ def main() -> None:
     section = "\n".join(parts)
     print(section)
     if args.write:
-        text = args.write.read_text() if args.write.exists() else "# Results\n"
-        start, end = text.find(START), text.find(END)
-        if start == -1 or end == -1:
-            text = text.rstrip("\n") + "\n\n" + section + "\n"
-        else:
-            # keep a hand-written interpretation between the interpretation markers if present
-            old = text[start:end]
-            i0, i1 = old.find("<!-- interpretation -->"), old.find("<!-- /interpretation -->")
-            if i0 != -1 and i1 != -1:
-                section = section.replace("<!-- interpretation -->\n<!-- /interpretation -->",
-                                          old[i0:i1 + len("<!-- /interpretation -->")])
-            text = text[:start] + section + text[end + len(END):]
-        args.write.write_text(text)
+        write_section(args.write, section, START, END)
 
 
 if __name__ == "__main__":
