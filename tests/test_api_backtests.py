@@ -8,7 +8,9 @@ import json
 import math
 
 import numpy as np
+import pytest
 
+from app.core.backtest import run_backtest
 from conftest import wait_for_job
 
 N_MODELS, N_ITEMS = 40, 50
@@ -70,7 +72,8 @@ def test_stratified_backtest_job(committed_client) -> None:
     client = committed_client
     upload(client, "gen", two_pl(1))
     result = run(client, benchmarks="gen", methods=["random", "anchor_points"], predictors=["kernel_ridge"],
-                 budgets=[0.1, 0.2], n_reference=20, split="stratified", seeds=2)
+                 budgets=[0.1, 0.2], n_reference=20, split="stratified", seeds=2,
+                 params={"anchor_points": {"n_init": 1, "swap": "never"}})
     rows = result["rows"]
     assert len(rows) == 2 * 2 * 2  # methods x budgets x seeds (one predictor)
     assert {(r["method"], r["budget"], r["seed"]) for r in rows} == {
@@ -79,6 +82,12 @@ def test_stratified_backtest_job(committed_client) -> None:
     assert all(r["benchmark"] == "gen" and r["split"] == "stratified" and r["predictor"] == "kernel_ridge"
                and r["n_reference"] == 20 and r["n_test"] == 20 for r in rows)
     check_finite(rows)
+    # the params reach the selector: the same numbers as the offline backtest with them
+    offline = run_backtest(two_pl(1), ["anchor_points"], {"anchor_points": "kernel_ridge"}, budgets=[0.1, 0.2],
+                           n_reference=20, split="stratified", seeds=2,
+                           method_params={"anchor_points": {"n_init": 1, "swap": "never"}})
+    served = {(r["budget"], r["seed"]): r["rmse"] for r in rows if r["method"] == "anchor_points"}
+    assert served == pytest.approx({(r["budget"], r["seed"]): r["rmse"] for r in offline}, abs=1e-12)
     # stability is per (method, budget): the same on both seeds
     for m in ("random", "anchor_points"):
         for b in (0.1, 0.2):
@@ -140,6 +149,11 @@ BAD = [
     ({"benchmarks": ["gen", "missing"]}, 404, None),
     ({"benchmarks": "small", "n_reference": 5}, 422, "benchmarks"),
     ({"suite": True}, 422, "suite"),
+    ({"params": {"mrmr": {"scheme": "mid"}}}, 422, "params.mrmr"),
+    ({"params": {"random": {"k": 3}}}, 422, "params.random"),
+    ({"methods": ["anchor_points"], "params": {"anchor_points": {"n_inti": 2}}}, 422, "params.anchor_points.n_inti"),
+    ({"methods": ["anchor_points"], "params": {"anchor_points": {"n_init": "two"}}}, 422,
+     "params.anchor_points.n_init"),
     ({"suite": True, "benchmarks": ["gen", "gen2"], "predictors": ["guard"]}, 422, "predictors.random"),
 ]
 

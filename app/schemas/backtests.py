@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -20,6 +22,9 @@ class BacktestCreate(BaseModel):
     seeds: int = Field(5, description="Number of seeds (trials), 1..20; seeds 0..n-1.")
     metric: str | None = Field(None, description="Score metric; default each benchmark's default metric.")
     level: float = Field(0.9, gt=0, lt=1, description="Conformal interval level of the coverage column.")
+    params: dict[str, dict[str, Any]] | None = Field(
+        None, description="Selector parameters per method, as in POST /v1/coresets `params` (e.g. "
+                          '{"anchor_points": {"n_init": 1}, "random_search": {"n_trials": 1000}}).')
     suite: bool = Field(False, description="Treat the benchmarks (>= 2) as ONE multi-benchmark coreset: models "
                                            "with scores on every benchmark, references shared, each budget a "
                                            "total split in proportion to benchmark size; rows per benchmark "

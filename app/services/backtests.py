@@ -30,6 +30,7 @@ from app.db.models import Benchmark, Item, Job
 from app.errors import ErrorCollector, InvalidInput
 from app.services.jobs import JobContext, create_job, register
 from app.services.lookups import get_benchmark
+from app.services.score_coresets import check_params
 from app.services.scores import check_metric, matrix_for
 
 KIND = "backtest"
@@ -116,7 +117,14 @@ def create_backtest(session: Session, body: Any) -> Job:
     if body.n_reference < MIN_REFERENCE:
         errors.add(f"n_reference must be >= {MIN_REFERENCE}, got {body.n_reference}", field="n_reference")
     metric = check_metric(body.metric) if body.metric is not None else None
+    for m in (body.params or {}):
+        if m not in methods:
+            errors.add(f"params names method {m!r}, which is not in methods", field=f"params.{m}")
+        elif m == "random" and body.params[m]:
+            errors.add("the random selector takes no parameters", field="params.random")
     errors.raise_if_any("invalid backtest request")
+    method_params = {m: check_params(m, dict(v), 0, field=f"params.{m}")
+                     for m, v in (body.params or {}).items() if m != "random"}
 
     refs = [body.benchmarks] if isinstance(body.benchmarks, str) else list(body.benchmarks)
     if not refs:
@@ -163,7 +171,7 @@ def create_backtest(session: Session, body: Any) -> Job:
 
     payload = {"benchmarks": entries, "methods": methods, "predictors": plan, "budgets": [float(x) for x in body.budgets],
                "n_reference": n, "split": body.split, "seeds": body.seeds, "level": body.level,
-               "suite": bool(body.suite)}
+               "suite": bool(body.suite), "params": method_params}
     return create_job(session, KIND, payload, benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)
 
 
@@ -191,7 +199,7 @@ def _run_suite(ctx: JobContext, p: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             out = run_suite_backtest(mats, names, {m: p["predictors"][m]}, budgets=p["budgets"],
                                      n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"],
-                                     level=p["level"])
+                                     level=p["level"], method_params=p.get("params") or {})
         except ValueError as exc:  # the data changed since the request, or a scale the core rejects
             raise InvalidInput(f"suite, method {m!r}: {exc}", [{"method": m, "detail": str(exc)}]) from None
         for r in out:
@@ -218,7 +226,8 @@ def run_backtest_job(ctx: JobContext) -> dict[str, Any]:
         for m in methods:
             try:
                 out = run_backtest(matrix.values, [m], predictors={m: p["predictors"][m]}, budgets=p["budgets"],
-                                   n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"], level=p["level"])
+                                   n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"], level=p["level"],
+                                   method_params=p.get("params") or {})
             except ValueError as exc:  # the data changed since the request, or a scale the core rejects
                 raise InvalidInput(f"benchmark {entry['name']!r}, method {m!r}: {exc}",
                                    [{"benchmark": entry["name"], "method": m, "detail": str(exc)}]) from None

@@ -66,13 +66,14 @@ def is_score_method(method: str) -> bool:
 # --------------------------------------------------------------------------- create
 
 
-def check_params(method: str, params: dict[str, Any], seed: int) -> dict[str, Any]:
+def check_params(method: str, params: dict[str, Any], seed: int, field: str = "params") -> dict[str, Any]:
+    """422 unless ``params`` are valid constructor parameters of ``method`` (errors at ``field.<name>``)."""
     allowed = METHOD_PARAMS[method]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise InvalidInput(
             f"unknown parameter(s) {unknown} for method {method!r}; valid parameters: {sorted(allowed) or 'none'}",
-            [{"field": f"params.{p}", "detail": f"valid: {sorted(allowed)}"} for p in unknown])
+            [{"field": f"{field}.{p}", "detail": f"valid: {sorted(allowed)}"} for p in unknown])
     errors = ErrorCollector()
     for name, value in params.items():
         spec = allowed[name]
@@ -82,7 +83,7 @@ def check_params(method: str, params: dict[str, Any], seed: int) -> dict[str, An
             ok = True
         if not ok:
             errors.add(f"{name} must be of type {'/'.join(t.__name__ for t in types)} (got {value!r}); "
-                       f"{spec.description}", field=f"params.{name}")
+                       f"{spec.description}", field=f"{field}.{name}")
     errors.raise_if_any(f"invalid parameters for {method!r}")
     try:
         if method == "irt":
@@ -99,7 +100,7 @@ def check_params(method: str, params: dict[str, Any], seed: int) -> dict[str, An
                 rng = np.random.default_rng(0)
                 selector.fit(rng.integers(0, 2, size=(6, 4)).astype(float))
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": "params", "detail": str(exc)}]) from None
+        raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field, "detail": str(exc)}]) from None
     return params
 
 
