@@ -22,6 +22,7 @@ k-medoids restarts, library default 5) and ``--search-trials`` (Search+ random c
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import time
@@ -170,7 +171,13 @@ def main() -> None:
              "interval); Φ = Nogueira "
              "stability of the coresets across seeds; sec = selection + fit/predict per run on 2 shared cores. "
              f"Compute cuts: AnchorPoints k-medoids n_init = {args.ap_n_init} (library default 5; PAM swap kept), "
-             f"Search+ {args.search_trials} trials (paper 10000).", ""]
+             f"Search+ {args.search_trials} trials (paper 10000).", "",
+             "The same rows from the service (with coverage at every budget), in one call per split, after uploading the two score matrices: "
+             "`POST /v1/backtests` with `" + json.dumps({
+                 "benchmarks": list(DATASETS), "methods": list(plan(False)), "predictors": plan(False),
+                 "budgets": list(BUDGETS), "n_reference": 30, "split": "stratified", "seeds": args.seeds,
+                 "params": {"anchor_points": {"n_init": args.ap_n_init},
+                            "random_search": {"n_trials": args.search_trials}}}) + "`.", ""]
     claims = {}
     cover: dict[str, dict[str, list[dict]]] = {}
     for name in DATASETS:
