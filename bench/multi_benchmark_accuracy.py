@@ -25,6 +25,7 @@ BLAS made mRMR ~7x slower on these 30-row matrices.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import time
@@ -238,6 +239,12 @@ def main() -> None:
              "coverage (cross-fitted calibration as in the service); sec = selection + fit/predict + interval "
              "calibration per trial, all 5 benchmarks, 1 BLAS thread on 2 shared cores. "
              + cut,
+             "",
+             "The same from the service in one call, after uploading the five matrices: `POST /v1/backtests` with `"
+             + json.dumps({"benchmarks": list(DATASETS), "methods": list(dict.fromkeys(m[1] for m in methods)),
+                           "predictors": {k: [m[2] for m in methods if m[1] == k] for k in dict.fromkeys(m[1] for m in methods)},
+                           "budgets": list(BUDGETS), "n_reference": N_REFERENCE, "split": "stratified",
+                           "seeds": args.seeds, "params": params, "suite": True}) + "`.",
              "",
              f"### Overall (mean of the 5 benchmarks; {len(models)} models, {n_test} test)", "",
              overall_table(summ, labels), ""]
