@@ -15,6 +15,7 @@ in ``_``:
 from __future__ import annotations
 
 import numbers
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -70,21 +71,20 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
-class BaseSelector(BaseEstimator):
-    """Base of all selectors; subclasses implement :meth:`_select`.
+class SelectorBase(BaseEstimator, ABC):
+    """What every selector shares, text-based (:class:`BaseSelector`) or score-based
+    (``app.core.selection.score_based``): ``k`` / ``seed`` validation and the checked result.
 
     ``PARAMS`` names the user-settable parameters besides ``k`` and ``seed`` so that a service can
     reject unknown ones; :meth:`validate_params` checks their values without fitting.
     """
 
     PARAMS: ClassVar[dict[str, ParamSpec]] = {}
-    #: embeddings dtype used by :meth:`_select`
-    _dtype: ClassVar[type] = np.float64
 
     k: int
     seed: int
 
-    def validate_params(self) -> BaseSelector:
+    def validate_params(self) -> SelectorBase:
         """Check the constructor parameters (raises ``ValueError``); returns ``self``."""
         check_k(self.k)
         check_seed(self.seed)
@@ -94,20 +94,31 @@ class BaseSelector(BaseEstimator):
     def _validate_extra_params(self) -> None:
         """Subclasses check their own parameters here."""
 
-    def fit(self, embeddings: Any, labels: Any = None) -> BaseSelector:
-        """Validate the inputs, select ``k`` rows, set ``ranking_`` and ``gains_``; returns ``self``."""
-        self.validate_params()
-        X = check_embeddings(embeddings, dtype=self._dtype)
-        y = check_labels(labels, X.shape[0])
-        k = check_k(self.k, X.shape[0])
-        ranking, gains = self._select(X, y, k)
+    def _store_selection(self, ranking: Any, gains: Any, k: int) -> None:
+        """Set ``ranking_`` (k distinct indices) and ``gains_`` (k floats) from ``_select``'s output."""
         ranking = np.asarray(ranking, dtype=np.int64)
         gains = np.asarray(gains, dtype=np.float64)
         if ranking.shape != (k,) or gains.shape != (k,) or np.unique(ranking).size != k:
             raise RuntimeError(f"{type(self).__name__} produced an invalid selection")  # pragma: no cover
         self.ranking_ = ranking
         self.gains_ = gains
+
+
+class BaseSelector(SelectorBase):
+    """Base of the text (embedding) selectors; subclasses implement :meth:`_select`."""
+
+    #: embeddings dtype used by :meth:`_select`
+    _dtype: ClassVar[type] = np.float64
+
+    def fit(self, embeddings: Any, labels: Any = None) -> BaseSelector:
+        """Validate the inputs, select ``k`` rows, set ``ranking_`` and ``gains_``; returns ``self``."""
+        self.validate_params()
+        X = check_embeddings(embeddings, dtype=self._dtype)
+        y = check_labels(labels, X.shape[0])
+        k = check_k(self.k, X.shape[0])
+        self._store_selection(*self._select(X, y, k), k)
         return self
 
+    @abstractmethod
     def _select(self, X: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """``(ranking, gains)`` of ``k`` rows of the embeddings ``X`` (benchmark ``labels``)."""

@@ -34,18 +34,18 @@ every registered method, MRMR's included.
 from __future__ import annotations
 
 import warnings
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lars_path
 from sklearn.model_selection import KFold
 from sklearn.utils import check_array
 
 from app.core.predictors import KernelRidgePredictor, RidgePredictor
-from app.core.selection.base import ParamSpec, check_k, check_seed
+from app.core.selection.base import ParamSpec, SelectorBase, check_k
 from app.core.selection.mrmr import MRMR
 
 __all__ = [
@@ -89,40 +89,22 @@ def kmedoids_cost(D: np.ndarray, medoids: Any) -> float:
     return float(np.min(D[:, medoids], axis=1).sum())
 
 
-class _ScoreSelector(BaseEstimator):
-    """Common ``validate_params`` / ``fit`` of the score-based selectors."""
+class _ScoreSelector(SelectorBase):
+    """Common ``fit`` of the score-based selectors (parameter checks from :class:`SelectorBase`)."""
 
-    PARAMS: ClassVar[dict[str, ParamSpec]] = {}
     _min_models: ClassVar[int] = 2
-
-    k: int
-    seed: int
-
-    def validate_params(self) -> _ScoreSelector:
-        check_k(self.k)
-        check_seed(self.seed)
-        self._validate_extra_params()
-        return self
-
-    def _validate_extra_params(self) -> None:
-        """Subclasses check their own parameters here."""
 
     def fit(self, Y: Any, y: Any = None) -> _ScoreSelector:
         """Select ``k`` items from the ``(models x items)`` matrix ``Y``; returns ``self``."""
         self.validate_params()
         Y = check_scores(Y, self._min_models)
         k = check_k(self.k, Y.shape[1])
-        ranking, gains = self._select(Y, k)
-        ranking = np.asarray(ranking, dtype=np.int64)
-        gains = np.asarray(gains, dtype=np.float64)
-        if ranking.shape != (k,) or gains.shape != (k,) or np.unique(ranking).size != k:
-            raise RuntimeError(f"{type(self).__name__} produced an invalid selection")  # pragma: no cover
-        self.ranking_ = ranking
-        self.gains_ = gains
+        self._store_selection(*self._select(Y, k), k)
         return self
 
+    @abstractmethod
     def _select(self, Y: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """``(ranking, gains)`` of ``k`` items (columns) of the score matrix ``Y``."""
 
 
 def _check_pos_int(name: str, v: Any, minimum: int = 1) -> None:
