@@ -62,12 +62,8 @@ def _check_binary(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must contain only 0/1 values")
 
 
-# ---------------------------------------------------------------------------------------------
-# plug-in MI for 0/1 data
-# ---------------------------------------------------------------------------------------------
-
-def mi_binary_matrix(X, y) -> np.ndarray:
-    """Exact plug-in MI (nats) between each 0/1 column of ``X`` (n, m) and the 0/1 vector ``y``."""
+def _binary_columns_and_target(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """``(X as (n, m) 0/1 float columns, y as a finite 1-D array of length n)``, else ValueError."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -75,6 +71,16 @@ def mi_binary_matrix(X, y) -> np.ndarray:
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError("X must be (n, m) with n == len(y)")
     _check_binary(X, "X")
+    return X, y
+
+
+# ---------------------------------------------------------------------------------------------
+# plug-in MI for 0/1 data
+# ---------------------------------------------------------------------------------------------
+
+def mi_binary_matrix(X, y) -> np.ndarray:
+    """Exact plug-in MI (nats) between each 0/1 column of ``X`` (n, m) and the 0/1 vector ``y``."""
+    X, y = _binary_columns_and_target(X, y)
     _check_binary(y, "y")
     n = float(X.shape[0])
     if n == 0:
@@ -208,13 +214,7 @@ def mi_ross_matrix(X, y, k: int = 5) -> np.ndarray:
 
     Equal (to float rounding of the means) to ``[mi_discrete_continuous(X[:, j], y, k)]``.
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim == 1:
-        X = X[:, None]
-    y = _as_1d(y, "y")
-    if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise ValueError("X must be (n, m) with n == len(y)")
-    _check_binary(X, "X")
+    X, y = _binary_columns_and_target(X, y)
     k = _check_k(k)
     n, m = X.shape
     order = np.argsort(y, kind="stable")
