@@ -59,8 +59,7 @@ from scipy.stats import kendalltau, spearmanr
 from app.core.intervals import cross_fitted_errors, interval_from_errors, loo_conformal_interval
 from app.core.irt import IRTPredictor, IRTSelection
 from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
-from app.core.predictors import (AIPWPredictor, KernelRidgePredictor, MeanPredictor, RidgePredictor,
-                                 WeightedMeanPredictor)
+from app.core.predictors import PREDICTOR_CLASSES, AIPWPredictor, KernelRidgePredictor, WeightedMeanPredictor
 from app.core.selection.score_based import SCORE_METHODS
 
 __all__ = [
@@ -203,17 +202,11 @@ def _select(method: str, Y_ref: np.ndarray, k: int, seed: int, params: Mapping[s
 
 
 def _factory(name: str, weights: np.ndarray | None) -> Callable[[], Any]:
-    if name == "mean":
-        return MeanPredictor
     if name == "weighted_mean":
         w = weights
         return lambda: WeightedMeanPredictor(np.ones(0) if w is None else w)
-    if name == "ridge":
-        return RidgePredictor
-    if name == "kernel_ridge":
-        return KernelRidgePredictor
-    if name == "aipw":
-        return AIPWPredictor
+    if name in PREDICTOR_CLASSES:
+        return PREDICTOR_CLASSES[name]
     raise ValueError(f"unknown predictor {name!r}; choose among {BACKTEST_PREDICTORS}")
 
 

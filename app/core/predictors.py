@@ -57,6 +57,7 @@ LAMBDAS_CONTINUOUS: tuple[float, ...] = tuple(
 __all__ = [
     "LAMBDAS_BINARY",
     "LAMBDAS_CONTINUOUS",
+    "PREDICTOR_CLASSES",
     "AIPWPredictor",
     "KernelRidgePredictor",
     "MeanPredictor",
@@ -369,3 +370,12 @@ class AIPWPredictor:
             out[ti] = est
             self.weights_[ti] = w_avg
         return out
+
+
+#: Predictors built without arguments, by their request name (``weighted_mean`` needs weights).
+PREDICTOR_CLASSES: dict[str, type] = {
+    "mean": MeanPredictor,
+    "ridge": RidgePredictor,
+    "kernel_ridge": KernelRidgePredictor,
+    "aipw": AIPWPredictor,
+}

@@ -365,22 +365,15 @@ class _IRTAdapter:
 
 
 def predictor_factory(name: str, fit: dict[str, Any]) -> Any:
-    from app.core.predictors import (AIPWPredictor, KernelRidgePredictor, MeanPredictor, RidgePredictor,
-                                     WeightedMeanPredictor)
+    from app.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
 
-    if name == "mean":
-        return MeanPredictor
     if name == "weighted_mean":
         w = fit.get("weights")
         return (lambda: WeightedMeanPredictor(w)) if w is not None else MeanPredictor
-    if name == "ridge":
-        return RidgePredictor
-    if name == "kernel_ridge":
-        return KernelRidgePredictor
-    if name == "aipw":
-        return AIPWPredictor
     if name == "irt":
         return lambda: _IRTAdapter({**fit["irt"], "weights": fit.get("weights")})
+    if name in PREDICTOR_CLASSES:
+        return PREDICTOR_CLASSES[name]
     raise ValueError(f"unknown predictor {name!r}")
 
 
