@@ -27,6 +27,7 @@ import psutil
 import psycopg
 
 from bench.server import ROOT, data_dir, fresh_database, running_server
+from bench.markdown_sections import write_section as write_marked_section
 
 
 class PeakRss:
@@ -129,13 +130,8 @@ def render(med: dict[str, float], runs: list[dict[str, float]]) -> str:
 
 
 def write_section(path: Path, table: str) -> None:
-    text = path.read_text() if path.exists() else "# Performance\n\n<!-- figures --><!-- /figures -->\n"
-    start, end = text.find("<!-- figures"), text.find("<!-- /figures -->")
-    if start == -1 or end == -1:
-        text += "\n" + table + "\n"
-    else:
-        text = text[:start] + table + text[end + len("<!-- /figures -->"):]
-    path.write_text(text)
+    write_marked_section(path, table, "<!-- figures", "<!-- /figures -->",
+                         new_file="# Performance\n\n<!-- figures --><!-- /figures -->\n")
 
 
 if __name__ == "__main__":

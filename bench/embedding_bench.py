@@ -46,6 +46,7 @@ from app.services.embeddings import load_embeddings  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench.server import data_dir  # noqa: E402
 from workers.dispatch import InProcessDispatcher  # noqa: E402
+from bench.markdown_sections import write_section as write_marked_section
 
 BEGIN, END = "<!-- embeddings -->", "<!-- /embeddings -->"
 BENCHMARK = "gsm8k_text"
@@ -215,14 +216,7 @@ def render(f: dict) -> str:
 
 def write_section(path: Path, table: str) -> None:
     """Replace the ``<!-- embeddings -->`` section of ``path`` (or append it), keeping the rest."""
-    text = path.read_text() if path.exists() else "# Performance\n"
-    start, end = text.find(BEGIN), text.find(END)
-    if start == -1 or end == -1 or end < start:
-        text = text.rstrip("\n") + "\n\n" + table + "\n"
-    else:
-        text = text[:start] + table + text[end + len(END):]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    write_marked_section(path, table, BEGIN, END, new_file="# Performance\n")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from app.core.metrics import coreset_errors
 from app.core.prediction import estimate_from_coreset
 from app.core.selection import TEXT_METHODS
 from app.core.selection.tuning import DEFAULT_GRID, tune_alpha
+from bench.markdown_sections import write_section as write_marked_section
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = "alpacaeval1"
@@ -384,13 +385,7 @@ def interpretation(res: dict[str, Any]) -> str:
 
 
 def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Results\n"
-    start, end = text.find(START), text.find(END)
-    if start == -1 or end == -1:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    else:
-        text = text[:start] + section + text[end + len(END):]
-    path.write_text(text)
+    write_marked_section(path, section, START, END)
 
 
 def main() -> None:

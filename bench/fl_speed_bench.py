@@ -113,6 +113,7 @@ import sys
 from pathlib import Path
 import numpy as np
 from app.core.selection.facility_location import build_similarity_graph
+from bench.markdown_sections import write_section as write_marked_section
 
 def status_kb(field):
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -317,13 +318,7 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
 
 
 def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Performance\n"
-    start, end = text.find("<!-- fl-speed -->"), text.find("<!-- /fl-speed -->")
-    if start == -1 or end == -1:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    else:
-        text = text[:start] + section + text[end + len("<!-- /fl-speed -->"):]
-    path.write_text(text)
+    write_marked_section(path, section, "<!-- fl-speed -->", "<!-- /fl-speed -->", new_file="# Performance\n")
 
 
 def main() -> None:

@@ -7,11 +7,13 @@ from pathlib import Path
 INTERPRETATION = ("<!-- interpretation -->", "<!-- /interpretation -->")
 
 
-def write_section(path: Path, section: str, start: str, end: str) -> None:
+def write_section(path: Path, section: str, start: str, end: str, new_file: str = "# Results\n") -> None:
     """Replace what lies between the markers ``start`` and ``end`` (inclusive) by ``section``, or
-    append it when the markers are absent. A hand-written interpretation already there (between
-    :data:`INTERPRETATION` markers) replaces the empty pair that ``section`` carries."""
-    text = path.read_text() if path.exists() else "# Results\n"
+    append it when the markers are absent (a missing file starts as ``new_file``). A hand-written
+    interpretation already there (between :data:`INTERPRETATION` markers) replaces the empty pair
+    that ``section`` carries. ``start`` may be a marker's prefix (``"<!-- figures"``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else new_file
     i, j = text.find(start), text.find(end)
     if i == -1 or j == -1 or j < i:
         path.write_text(text.rstrip("\n") + "\n\n" + section + "\n")

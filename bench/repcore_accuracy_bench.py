@@ -43,6 +43,7 @@ from app.core.repcore.alignment import AlignmentTrainer
 from app.core.repcore.anchors import SphericalKMeansAnchors, consensus_embeddings
 from app.core.repcore.extrapolation import RepCoreExtrapolator, agreement, source_mean_correctness
 from app.core.repcore.synthetic import make_synthetic_suite
+from bench.markdown_sections import write_section as write_marked_section
 
 START, END = "<!-- repcore-accuracy -->", "<!-- /repcore-accuracy -->"
 KS = (10, 20, 30, 40, 50)
@@ -56,13 +57,7 @@ INTERPRETATION = (  # written by hand after the 5-seed run of these defaults
 
 
 def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    s, e = text.find(START), text.find(END)
-    if s != -1 and e != -1:
-        text = text[:s] + section + text[e + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_marked_section(path, section, START, END, new_file="")
 
 
 def ridge_eval(anchors: np.ndarray, Yt: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:

@@ -27,6 +27,7 @@ import torch
 
 from app.core.repcore.alignment import AlignmentTrainer
 from app.core.repcore.synthetic import make_synthetic_suite
+from bench.markdown_sections import write_section as write_marked_section
 
 START, END = "<!-- repcore-speed -->", "<!-- /repcore-speed -->"
 
@@ -47,13 +48,7 @@ def _reset_hwm() -> bool:
 
 
 def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    s, e = text.find(START), text.find(END)
-    if s != -1 and e != -1:
-        text = text[:s] + section + text[e + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_marked_section(path, section, START, END, new_file="")
 
 
 def main() -> None:

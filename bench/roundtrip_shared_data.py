@@ -17,6 +17,7 @@ import httpx
 
 from app.core.score_scale import ScoreScale
 from app.interop.score_csv import parse_wide_csv
+from bench.markdown_sections import write_section
 from bench.server import data_dir, fresh_database, running_server
 
 
@@ -72,10 +73,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.write:
-        text = args.write.read_text() if args.write.exists() else "# Results\n"
-        start, end = text.find("<!-- roundtrip"), text.find("<!-- /roundtrip -->")
-        text = text + "\n" + table + "\n" if start == -1 else text[:start] + table + text[end + len("<!-- /roundtrip -->"):]
-        args.write.write_text(text)
+        write_section(args.write, table, "<!-- roundtrip", "<!-- /roundtrip -->")
     assert all(r[4] and r[5] for r in rows), "a matrix did not round-trip"
 
 

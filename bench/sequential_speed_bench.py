@@ -18,6 +18,7 @@ import numpy as np
 import scipy
 
 from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
+from bench.markdown_sections import write_section
 
 BEGIN, END = "<!-- sequential-speed -->", "<!-- /sequential-speed -->"
 MUSR = Path("/work/shared/data/openllm_v2_musr/scores.csv")
@@ -134,14 +135,7 @@ def main(argv=None):
     ])
     print(md)
     if a.write:
-        text = a.write.read_text() if a.write.exists() else "# Performance\n"
-        if BEGIN in text and END in text:
-            pre, rest = text.split(BEGIN, 1)
-            post = rest.split(END, 1)[1]
-            text = pre + md + post
-        else:
-            text = text.rstrip("\n") + "\n\n" + md + "\n"
-        a.write.write_text(text)
+        write_section(a.write, md, BEGIN, END, new_file="# Performance\n")
     return 0
 
 

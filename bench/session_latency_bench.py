@@ -30,6 +30,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from bench.markdown_sections import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- session-latency -->", "<!-- /session-latency -->"
 DATASET = "openllm_v2_musr"
@@ -176,13 +178,7 @@ def main(argv=None) -> int:
     ])
     print(md)
     if args.write:
-        text = args.write.read_text() if args.write.exists() else "# Performance\n"
-        if BEGIN in text and END in text:
-            pre, rest = text.split(BEGIN, 1)
-            text = pre + md + rest.split(END, 1)[1]
-        else:
-            text = text.rstrip("\n") + "\n\n" + md + "\n"
-        args.write.write_text(text)
+        write_section(args.write, md, BEGIN, END, new_file="# Performance\n")
     return 0
 
 
