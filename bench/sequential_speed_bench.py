@@ -19,9 +19,10 @@ import scipy
 
 from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
 from bench.markdown_sections import write_section
+from bench.server import data_dir
 
 BEGIN, END = "<!-- sequential-speed -->", "<!-- /sequential-speed -->"
-MUSR = Path("/work/shared/data/openllm_v2_musr/scores.csv")
+MUSR = data_dir() / "openllm_v2_musr" / "scores.csv"  # EVALPLAN_DATA_DIR, default ../shared/data
 
 
 def synthetic_binary(n_items, k_ref, seed=0):
