@@ -216,11 +216,14 @@ def _coverage(lower: np.ndarray, upper: np.ndarray, y: np.ndarray) -> float:
 
 def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, Xt: np.ndarray,
              yt: np.ndarray, sel_idx: np.ndarray, weights: np.ndarray | None, selector: Any,
-             flagged: np.ndarray, level: float, seed: int, intervals: bool,
-             items: bool = False) -> tuple[np.ndarray, float, np.ndarray | None]:
-    """(predictions on Xt, coverage, item-level predictions (T x N) or None) for predictor ``name``.
+             flagged: np.ndarray, level: float, seed: int, intervals: bool
+             ) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """(predictions on Xt, coverage, IRT item probabilities (T x N) or None) for predictor ``name``.
 
-    Item-level predictions (``items=True``) follow :mod:`app.core.item_predictions`."""
+    ``coverage`` is computed here only for the ``guard`` (leave-one-reference-out residuals of its
+    two predictors, ``intervals=True``); the others are calibrated by
+    :func:`_selection_aware_errors`. The IRT predictors return the 2PL item curves they computed
+    anyway, for :func:`_item_predictions`."""
     if name in ("gp_irt", "p_irt"):
         params = None
         if isinstance(selector, IRTSelection):
@@ -228,13 +231,6 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
         pred = IRTPredictor(seed=seed).fit(Y_full_ref, sel_idx, weights=weights, item_params=params)
         est = pred.predict(Xt)
         return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan, pred.item_probabilities_
-    item_pred = None
-    if items and name in ("ridge", "kernel_ridge"):
-        item_pred = regression_item_predictions(name, Xr, Y_full_ref, Xt)
-    elif items and name == "weighted_mean" and getattr(selector, "labels_", None) is not None:
-        item_pred = anchor_item_predictions(selector.labels_, Xt)
-    if name == "weighted_mean" and weights is None:
-        weights = np.full(Xr.shape[1], 1.0 / Xr.shape[1])
     if name == "guard":
         krr = KernelRidgePredictor().fit(Xr, yr)
         out = krr.predict(Xt)
@@ -249,13 +245,22 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
                     inside[mask] = (ci.lower <= yt[mask]) & (yt[mask] <= ci.upper)
             cov = float(inside.mean())
         return out, cov, None
-    fac = _factory(name, weights)
-    out = np.asarray(fac().fit(Xr, yr).predict(Xt), dtype=float)
-    cov = math.nan
-    if intervals:
-        ci = loo_conformal_interval(fac, Xr, yr, Xt, level=level)
-        cov = _coverage(ci.lower, ci.upper, yt)
-    return out, cov, item_pred
+    if name == "weighted_mean" and weights is None:
+        weights = np.full(Xr.shape[1], 1.0 / Xr.shape[1])
+    return np.asarray(_factory(name, weights)().fit(Xr, yr).predict(Xt), dtype=float), math.nan, None
+
+
+def _item_predictions(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, Xt: np.ndarray, selector: Any,
+                      irt_items: np.ndarray | None) -> np.ndarray | None:
+    """(T x N) item-level predictions of predictor ``name`` (:mod:`app.core.item_predictions`), or
+    None when it has none (mean, aipw, guard; weighted_mean without cluster labels)."""
+    if name in ("gp_irt", "p_irt"):
+        return irt_items
+    if name in ("ridge", "kernel_ridge"):
+        return regression_item_predictions(name, Xr, Y_full_ref, Xt)
+    if name == "weighted_mean" and getattr(selector, "labels_", None) is not None:
+        return anchor_item_predictions(selector.labels_, Xt)
+    return None
 
 
 def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np.ndarray, k: int, seed: int,
@@ -358,8 +363,8 @@ def run_backtest(
                 for name in plist:
                     width = math.nan
                     t1 = time.perf_counter()
-                    pred, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
-                                            selector, flagged, level, seed, False)
+                    pred, cov, irt_items = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
+                                                    selector, flagged, level, seed, False)
                     t_pred = time.perf_counter() - t1
                     if with_ci and name == "guard":
                         _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
@@ -372,8 +377,7 @@ def run_backtest(
                         width = float(np.mean(upper - lower))
                     agree = math.nan
                     if binary:
-                        _, _, item_pred = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
-                                                   selector, flagged, level, seed, False, items=True)
+                        item_pred = _item_predictions(name, Y_ref, Xr, Xt, selector, irt_items)
                         if item_pred is not None:
                             agree = float(np.mean(agreement_per_target(item_pred, Y_test, idx)))
                     rows.append({
