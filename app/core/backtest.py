@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from app.core.intervals import cross_fitted_errors, interval_from_errors, loo_conformal_interval
+from app.core.intervals import coreset_cross_fitted_errors, interval_from_errors, loo_conformal_interval
 from app.core.irt import IRTPredictor, IRTSelection
 from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
 from app.core.predictors import PREDICTOR_CLASSES, AIPWPredictor, KernelRidgePredictor, WeightedMeanPredictor
@@ -269,17 +269,16 @@ def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np
     """Held-out errors of (selector ``method`` -> predictor ``name``) on the references, the
     selection refitted on each of ten folds (:func:`app.core.intervals.cross_fitted_errors`); one
     selection per fold is shared by the method's predictors through ``cache``."""
-    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        key = tuple(train.tolist())
-        if key not in cache:
-            idx, w, _ = _select(method, Y_ref[train], k, seed, params)
-            cache[key] = (np.asarray(idx), w)
-        idx, w = cache[key]
+    def select(Y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        idx, w, _ = _select(method, Y_train, k, seed, params)
+        return np.asarray(idx), w
+
+    def predictor_for(w: np.ndarray | None) -> Callable[[], Any]:
         if name == "weighted_mean" and w is None:
-            w = np.full(idx.size, 1.0 / idx.size)
-        p = _factory(name, w)().fit(Y_ref[train][:, idx], s_ref[train])
-        return p.predict(Y_ref[test][:, idx])
-    return cross_fitted_errors(fit_predict, s_ref, n_folds=10, seed=seed)
+            w = np.full(k, 1.0 / k)  # a selection has exactly k items
+        return _factory(name, w)
+
+    return coreset_cross_fitted_errors(select, predictor_for, Y_ref, s_ref, n_folds=10, seed=seed, cache=cache)
 
 
 def run_backtest(

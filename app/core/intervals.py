@@ -38,6 +38,7 @@ from app.core.predictors import AIPWPredictor, KernelRidgePredictor
 
 __all__ = [
     "ConformalInterval",
+    "coreset_cross_fitted_errors",
     "cross_fitted_errors",
     "interval_from_errors",
     "pooled_errors",
@@ -184,6 +185,40 @@ def cross_fitted_errors(fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarr
             raise ValueError("fit_predict must return one prediction per test reference")
         errors[np.sort(test)] = y[np.sort(test)] - pred
     return errors
+
+
+def coreset_cross_fitted_errors(
+    select: Callable[[np.ndarray], tuple[np.ndarray, Any]],
+    predictor_for: Callable[[Any], Callable[[], Any]],
+    Y_ref: np.ndarray,
+    y_ref: np.ndarray,
+    n_folds: int = 10,
+    seed: int = 0,
+    cache: dict[tuple[int, ...], tuple[np.ndarray, Any]] | None = None,
+) -> np.ndarray:
+    """:func:`cross_fitted_errors` of a coreset pipeline on the references' score matrix ``Y_ref``.
+
+    On each fold's training references, ``select(Y_train) -> (item indices, weights)`` chooses
+    the coreset and ``predictor_for(weights)`` gives the predictor factory, which is fitted on their
+    coreset scores -> ``y_ref``. ``cache`` (keyed by the training references) lets several
+    predictors of one selector share each fold's selection.
+    """
+    Y = np.asarray(Y_ref, dtype=float)
+    y = np.asarray(y_ref, dtype=float).ravel()
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        key = tuple(train.tolist())
+        if cache is not None and key in cache:
+            idx, weights = cache[key]
+        else:
+            idx, weights = select(Y[train])
+            idx = np.asarray(idx, dtype=np.int64)
+            if cache is not None:
+                cache[key] = (idx, weights)
+        model = predictor_for(weights)().fit(Y[train][:, idx], y[train])
+        return model.predict(Y[test][:, idx])
+
+    return cross_fitted_errors(fit_predict, y, n_folds=n_folds, seed=seed)
 
 
 def pooled_errors(errors: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

@@ -228,19 +228,17 @@ def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k:
     stored so that predict's interval accounts for the coreset having been chosen on these
     references. Falls back to predict-time leave-one-reference-out residuals (``kind: "loo"``)
     when a fold is too small for the selector."""
-    from app.core.intervals import cross_fitted_errors
+    from app.core.intervals import coreset_cross_fitted_errors
 
-    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        fitted = _fit_selector(method, params, seed, k, Y[train])
-        idx = np.asarray(fitted.ranking_, dtype=np.int64)
+    def select(Y_train: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
+        fitted = _fit_selector(method, params, seed, k, Y_train)
         w = getattr(fitted, "weights_", None)
-        fold = {"weights": np.asarray(w, dtype=float).tolist() if method in WEIGHTED_METHODS and w is not None
-                else None}
-        model = predictor_factory(predictor, fold)().fit(Y[train][:, idx], y[train])
-        return model.predict(Y[test][:, idx])
+        keep = method in WEIGHTED_METHODS and w is not None
+        return np.asarray(fitted.ranking_, dtype=np.int64), np.asarray(w, dtype=float).tolist() if keep else None
 
     try:
-        errors = cross_fitted_errors(fit_predict, y, n_folds=CALIBRATION_FOLDS, seed=seed)
+        errors = coreset_cross_fitted_errors(select, lambda w: predictor_factory(predictor, {"weights": w}), Y, y,
+                                             n_folds=CALIBRATION_FOLDS, seed=seed)
     except ValueError as exc:
         return {"kind": "loo", "reason": f"cross-fitting failed: {exc}"}
     return {"kind": "cross_fitted", "predictor": predictor, "n_folds": min(CALIBRATION_FOLDS, len(y)),
