@@ -24,28 +24,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.core.predictors import default_lambdas, polynomial_kernel
+from app.core.predictors import default_lambdas, polynomial_kernel, smoother_loo_residuals
 
 __all__ = ["agreement_per_target", "anchor_item_predictions", "regression_item_predictions"]
 
 
-def _loo_lambda(ev: np.ndarray, Q: np.ndarray, Y: np.ndarray, lambdas: np.ndarray,
-                extra_h: float = 0.0) -> float:
-    """The grid lambda with the smallest LOO MSE over all items, for the smoother
-    ``H = extra_h 11^T/M + Q diag(ev/(ev+lam)) Q^T`` (``extra_h = 1`` adds an unpenalised intercept
-    on centered data)."""
-    M = Y.shape[0]
-    QtY = Q.T @ Y
-    best, best_mse = float(lambdas[0]), np.inf
-    for lam in lambdas:
-        f = ev / (ev + lam)
-        HY = Q @ (f[:, None] * QtY) + extra_h * Y.mean(axis=0, keepdims=True)
-        h = (Q**2) @ f + extra_h / M
-        resid = (Y - HY) / np.maximum(1.0 - h, 1e-12)[:, None]
-        mse = float(np.mean(resid**2))
-        if mse < best_mse:
-            best, best_mse = float(lam), mse
-    return best
+def _loo_lambda(ev: np.ndarray, B: np.ndarray, Y: np.ndarray, lambdas: np.ndarray,
+                intercept: bool = False) -> float:
+    """The grid lambda with the smallest LOO MSE over all items (``smoother_loo_residuals``)."""
+    mse = np.mean(smoother_loo_residuals(B, ev, Y, lambdas, intercept=intercept) ** 2, axis=(1, 2))
+    return float(lambdas[int(np.argmin(mse))])
 
 
 def regression_item_predictions(kind: str, X_ref: np.ndarray, Y_ref: np.ndarray, X_target: np.ndarray,
@@ -72,7 +60,7 @@ def regression_item_predictions(kind: str, X_ref: np.ndarray, Y_ref: np.ndarray,
         Xc = X - xm
         U, s, Vt = np.linalg.svd(Xc, full_matrices=False)
         # LOO with an unpenalised intercept: the centered-X smoother plus 11^T/M (U is orthogonal to 1)
-        lam = _loo_lambda(s**2, U, Y, lam_grid, extra_h=1.0)
+        lam = _loo_lambda(s**2, U, Y, lam_grid, intercept=True)
         coef = Vt.T @ ((s / (s**2 + lam))[:, None] * (U.T @ (Y - ym)))
         pred = (Xt - xm) @ coef + ym
     else:

@@ -65,6 +65,7 @@ __all__ = [
     "WeightedMeanPredictor",
     "default_lambdas",
     "polynomial_kernel",
+    "smoother_loo_residuals",
 ]
 
 
@@ -123,6 +124,28 @@ def _one_minus(h: np.ndarray) -> np.ndarray:
     return np.maximum(1.0 - h, 1e-12)
 
 
+def smoother_loo_residuals(B: np.ndarray, ev: np.ndarray, Y: np.ndarray, lam: np.ndarray,
+                           intercept: bool = False) -> np.ndarray:
+    """(L, M, T) exact leave-one-out residuals of the penalised least-squares smoothers
+    ``H = [11^T/M] + B diag(ev/(ev+lam)) B^T``, one per grid ``lam``, for each column of ``Y`` (M, T).
+
+    The LOO residual of a linear smoother is ``(y_i - (Hy)_i) / (1 - H_ii)``. Kernel ridge: ``B``,
+    ``ev`` = eigenvectors / eigenvalues of K. Ridge with an unpenalised intercept
+    (``intercept=True``): ``B``, ``ev`` = left singular vectors / squared singular values of the
+    centred X, so ``B`` is orthogonal to 1 and the intercept adds ``11^T/M``.
+    """
+    F = ev[:, None] / (ev[:, None] + lam[None, :])  # (r, L) shrinkage factors
+    M = Y.shape[0]
+    Y_mean = Y.mean(axis=0) if intercept else np.zeros(Y.shape[1])
+    BtY = B.T @ (Y - Y_mean)  # (r, T)
+    out = np.empty((lam.size, M, Y.shape[1]))
+    for j in range(lam.size):
+        HY = Y_mean + B @ (F[:, j, None] * BtY)
+        h = (B**2) @ F[:, j] + (1.0 / M if intercept else 0.0)
+        out[j] = (Y - HY) / _one_minus(h)[:, None]
+    return out
+
+
 # ----------------------------------------------------------------------------- baselines
 class MeanPredictor:
     """Coreset mean as the full-benchmark estimate (002 §2.4 "Random"). ``fit`` only checks shapes."""
@@ -165,16 +188,11 @@ class WeightedMeanPredictor:
 # ----------------------------------------------------------------------------- ridge
 def _ridge_loo(X: np.ndarray, y: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, dict]:
     """Exact LOO residuals (M x L) of ridge with unpenalised intercept, for every lambda."""
-    M = X.shape[0]
     x_mean, y_mean = X.mean(axis=0), y.mean()
     Xc, yc = X - x_mean, y - y_mean
     U, s, Vt = np.linalg.svd(Xc, full_matrices=False)
-    s2 = s**2
-    F = s2[:, None] / (s2[:, None] + lam[None, :])  # (r, L) shrinkage factors
     Uty = U.T @ yc
-    yhat = y_mean + U @ (F * Uty[:, None])  # (M, L)
-    h = 1.0 / M + (U**2) @ F  # (M, L) hat diagonal incl. intercept
-    resid = (y[:, None] - yhat) / _one_minus(h)
+    resid = smoother_loo_residuals(U, s**2, y[:, None], lam, intercept=True)[:, :, 0].T
     return resid, {"U": U, "s": s, "Vt": Vt, "Uty": Uty, "x_mean": x_mean, "y_mean": y_mean}
 
 
@@ -220,10 +238,7 @@ def _krr_loo_predictions(Q: np.ndarray, ev: np.ndarray, y: np.ndarray, lam: np.n
     KRR is the linear smoother ``H = K (K + lam I)^{-1} = Q diag(ev/(ev+lam)) Q^T``; its LOO
     prediction at i is ``y_i - (y_i - (Hy)_i) / (1 - H_ii)``.
     """
-    F = ev[:, None] / (ev[:, None] + lam[None, :])  # (M, L)
-    h_diag = (Q**2) @ F  # (M, L)
-    Hy = Q @ (F * (Q.T @ y)[:, None])
-    return y[:, None] - (y[:, None] - Hy) / _one_minus(h_diag)
+    return y[:, None] - smoother_loo_residuals(Q, ev, y[:, None], lam)[:, :, 0].T
 
 
 class KernelRidgePredictor:
