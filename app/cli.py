@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from app.settings import get_settings
+from app.kit.settings import get_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,8 +86,8 @@ def backtest_command(args: argparse.Namespace) -> int:
     from app.core.backtest import markdown_table, run_backtest, summarize
     from app.core.score_scale import ScoreScale
     from app.core.suite_backtest import run_suite_backtest
-    from app.errors import InvalidInput
-    from app.interop.score_csv import parse_wide_csv
+    from app.kit.errors import InvalidInput
+    from app.benchmarks.score_formats import parse_wide_csv
 
     uploads = []
     for path in args.scores:

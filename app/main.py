@@ -10,27 +10,25 @@ from typing import Any
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
-import app.services.registry  # noqa: F401  (registers every job handler)
+import app.jobs.handlers  # noqa: F401  (registers every job handler)
 from app import __version__
-from app.api.middleware import BodyLimitMiddleware, IdempotencyMiddleware
-from app.api.problems import install_problem_handlers
-from app.api.routes import (
-    backtests,
-    benchmark_selections,
-    benchmarks,
-    coresets,
-    embeddings,
-    health,
-    hidden_states,
-    imports,
-    jobs,
-    models,
-    sessions,
-    similarity,
-)
-from app.db.engine import make_engine, make_session_factory
-from app.services.jobs import Dispatcher
-from app.settings import Settings, get_settings
+from app.backtests import routes as backtests
+from app.benchmark_selections import routes as benchmark_selections
+from app.benchmarks import routes as benchmarks
+from app.coresets import routes as coresets
+from app.embeddings import routes as embeddings
+from app.health import routes as health
+from app.hidden_states import routes as hidden_states
+from app.imports import routes as imports
+from app.jobs import routes as jobs
+from app.kit.db import make_engine, make_session_factory
+from app.kit.jobs import Dispatcher
+from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
+from app.kit.problems import install_problem_handlers
+from app.kit.settings import Settings, get_settings
+from app.models import routes as models
+from app.sessions import routes as sessions
+from app.similarity import routes as similarity
 
 DESCRIPTION = """Evaluation planning for LLM teams: pick small coresets of benchmark items,
 run sequential evaluation sessions, and predict full-suite scores with intervals.

@@ -15,7 +15,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from app.db.engine import make_engine
+from app.kit.db import make_engine
 from app.db.migrate import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent

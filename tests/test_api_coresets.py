@@ -215,7 +215,7 @@ def test_benchmark_similarity_job_then_cached(committed_client):
 
 
 def test_alpha_grid_drops_alphas_whose_graph_is_too_large():
-    from app.services.coreset_selection import MAX_GRAPH_ENTRIES, alpha_grid
+    from app.coresets.families.text import MAX_GRAPH_ENTRIES, alpha_grid
 
     assert alpha_grid(1000, 50) == [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
     big = alpha_grid(60_000, 200)

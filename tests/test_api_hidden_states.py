@@ -16,8 +16,9 @@ from sqlalchemy import func, select
 import conftest
 from app.db.models import HiddenState, HiddenStateChunk, Model
 from app.main import create_app
-from app.services.hidden_states import load_hidden_states
-from app.services.lookups import get_benchmark, get_model
+from app.hidden_states.service import load_hidden_states
+from app.benchmarks.service import get_benchmark
+from app.models.service import get_model
 
 PROBLEM = "application/problem+json"
 N_ITEMS = 12

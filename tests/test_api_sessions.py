@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
-from app.services import sessions as session_service
+from app.sessions import service as session_service
 
 from conftest import NoJobsDispatcher, settings_for
 

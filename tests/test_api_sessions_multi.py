@@ -16,7 +16,7 @@ from app.core.sequential import BucketPrior, SessionConfig
 from app.core.sequential.multi_target import MultiTargetEstimator
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
-from app.services import sessions as session_service
+from app.sessions import service as session_service
 
 from conftest import NoJobsDispatcher, settings_for
 

@@ -2,7 +2,7 @@
 
 Nothing here builds an image or talks to Docker or a cluster. The files are
 parsed (PyYAML, a small Dockerfile reader) and checked against the code they
-start: every ``EVALPLAN_`` variable must be a field of ``app.settings.Settings``,
+start: every ``EVALPLAN_`` variable must be a field of ``app.kit.settings.Settings``,
 every ``evalplan ...`` command line must be accepted by the CLI's argparse
 parser, worker queues must exist, and the API port is 8000 everywhere.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.settings import Settings
+from app.kit.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -344,7 +344,7 @@ def test_every_evalplan_env_name_is_a_settings_field() -> None:
     assert names_by_file["configmap.yaml"], "the ConfigMap sets no EVALPLAN_ variables"
     for filename, names in names_by_file.items():
         unknown = names - SETTINGS_ENV_NAMES
-        assert not unknown, f"{filename}: not fields of app.settings.Settings: {sorted(unknown)}"
+        assert not unknown, f"{filename}: not fields of app.kit.settings.Settings: {sorted(unknown)}"
 
 
 def test_k8s_env_sources_hold_only_settings_and_strings() -> None:

@@ -17,12 +17,12 @@ from app.core import embedder as embedder_module
 from app.core.embedder import PACKAGED_MODEL, Embedder, load_embedder
 from app.core.embedding_text import item_text, text_hash
 from app.db.models import Embedding, Item
-from app.errors import InvalidInput, NotFound
-from app.services import benchmarks as benchmark_service
-from app.services import items as item_service
-from app.services.embeddings import ensure_embeddings, load_embeddings
-from app.services.items import ItemRecord
-from app.services.lookups import get_benchmark
+from app.kit.errors import InvalidInput, NotFound
+from app.benchmarks import service as benchmark_service
+from app.benchmarks import items as item_service
+from app.embeddings.service import ensure_embeddings, load_embeddings
+from app.benchmarks.items import ItemRecord
+from app.benchmarks.service import get_benchmark
 
 PROBLEM = "application/problem+json"
 NDJSON = {"content-type": "application/x-ndjson"}

@@ -2,7 +2,7 @@
 
 import io
 
-from app.api.middleware import request_fingerprint
+from app.kit.middleware import request_fingerprint
 from lm_eval_logs import make_docs, samples_log_bytes
 
 

@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from conftest import wait_for_job
 
 from app.db.models import Job
-from app.errors import InvalidInput
-from app.services.jobs import MAX_ATTEMPTS, JobContext, create_job, register, run_job
-from app.services.pagination import encode_cursor
+from app.kit.errors import InvalidInput
+from app.kit.jobs import MAX_ATTEMPTS, JobContext, create_job, register, run_job
+from app.kit.pagination import encode_cursor
 
 JOB_KEYS = {"id", "kind", "queue", "status", "progress", "result", "error", "attempts", "created_at",
             "started_at", "finished_at"}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.errors import InvalidInput
-from app.interop.lm_eval import (
+from app.kit.errors import InvalidInput
+from app.integrations.lm_eval import (
     LmEvalTaskLog,
     compact_json,
     parse_samples,

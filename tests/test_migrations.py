@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from app.db.engine import make_engine
+from app.kit.db import make_engine
 from app.db.migrate import alembic_config, downgrade, upgrade
 from app.db.models import Base
 

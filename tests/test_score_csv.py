@@ -1,4 +1,4 @@
-"""Unit tests of app.interop.score_csv: parsing with located errors, and writing (no database)."""
+"""Unit tests of app.benchmarks.score_formats: parsing with located errors, and writing (no database)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from app.core.score_scale import ScoreScale
-from app.errors import InvalidInput
-from app.interop.score_csv import format_score, parse_long_json, parse_wide_csv, write_wide_csv
+from app.kit.errors import InvalidInput
+from app.benchmarks.score_formats import format_score, parse_long_json, parse_wide_csv, write_wide_csv
 
 UNIT = ScoreScale("continuous", 0.0, 1.0)
 BINARY = ScoreScale("binary", 0.0, 1.0)

@@ -21,10 +21,10 @@ from conftest import empty_all_tables, wait_for_job
 from conftest import settings_for as make_test_settings
 from lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
 
-from app.db.engine import make_engine, make_session_factory
+from app.kit.db import make_engine, make_session_factory
 from app.db.models import Base
 from app.main import create_app
-from app.settings import Settings
+from app.kit.settings import Settings
 from workers.dispatch import CeleryDispatcher
 
 ROOT = Path(__file__).resolve().parent.parent

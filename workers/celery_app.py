@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Queue
 
-from app.settings import Settings, get_settings
+from app.kit.settings import Settings, get_settings
 
 QUEUES = ("cpu", "gpu")
 

@@ -7,8 +7,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.services.jobs import run_job
-from app.settings import Settings
+from app.kit.jobs import run_job
+from app.kit.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Thin Celery tasks: a job id in, ``app.services.jobs.run_job`` does the rest."""
+"""Thin Celery tasks: a job id in, ``app.kit.jobs.run_job`` does the rest."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from functools import lru_cache
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-import app.services.registry  # noqa: F401  (registers every job handler)
-from app.db.engine import make_engine, make_session_factory
-from app.services.jobs import run_job
-from app.settings import get_settings
+import app.jobs.handlers  # noqa: F401  (registers every job handler)
+from app.kit.db import make_engine, make_session_factory
+from app.kit.jobs import run_job
+from app.kit.settings import get_settings
 from workers.celery_app import celery_app
 
 

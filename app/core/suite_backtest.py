@@ -1,7 +1,7 @@
 """Backtest of a multi-benchmark coreset: several benchmarks, one total budget (issue "Multi-benchmark").
 
 The protocol the service follows for a coreset over several benchmarks
-(``app/services/score_coresets.py``), replayed offline on full score matrices:
+(``app/coresets/families/score_based.py``), replayed offline on full score matrices:
 
 1. The benchmarks' matrices share their models (rows aligned). A model's overall score is the
    mean of its per-benchmark means. References are drawn once per seed on the overall score

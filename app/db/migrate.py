@@ -9,7 +9,7 @@ from alembic.config import Config
 
 import migrations
 
-from app.db.engine import normalize_url
+from app.kit.db import normalize_url
 
 
 def alembic_config(database_url: str) -> Config:

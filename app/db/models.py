@@ -1,7 +1,7 @@
 """SQLAlchemy 2 ORM models.
 
 Scores are stored long, one row per (model, item, metric); they are loaded in
-bulk into numpy matrices by ``app.services.score_store``.
+bulk into numpy matrices by ``app.benchmarks.score_matrix``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.db.ids import new_id
+from app.kit.ids import new_id
 
 
 def utcnow() -> datetime:
@@ -85,7 +85,7 @@ class Model(Base):
 
 class Score(Base):
     """One score. No foreign keys, on purpose: per-row FK triggers tripled the cost of a bulk
-    upsert on PostgreSQL (docs/DECISIONS.md). ``app.services`` creates the model and item rows
+    upsert on PostgreSQL (docs/DECISIONS.md). The benchmarks service creates the model and item rows
     in the same transaction before writing scores, and deletes scores with their owners."""
 
     __tablename__ = "scores"

@@ -1,1 +1,0 @@
-"""Thin FastAPI routers; all logic lives in app.services."""

@@ -1,0 +1,139 @@
+"""Benchmarks, their items, their scores and score statistics."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy.orm import Session
+
+from app.kit.deps import PageDep, PageParams, SessionDep, job_accepted
+from app.kit.errors import UnsupportedMediaType
+from app.benchmarks.schemas import BenchmarkCreate, BenchmarkList, BenchmarkOut, ItemList, ItemOut, ItemUploadResult, ScoreList, ScoreUploadResult
+from app.benchmarks import service as benchmark_service
+from app.benchmarks import items as item_service
+from app.benchmarks import scores as score_service
+from app.benchmarks import stats as stats_service
+from app.benchmarks.service import get_benchmark
+
+router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
+
+METRIC_QUERY = Query(None, description="Score metric; default the benchmark's default_metric ('score').")
+
+
+def attachment(filename: str) -> str:
+    """A Content-Disposition header (RFC 6266) for any name: an ASCII fallback plus the UTF-8 ``filename*``."""
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in filename)
+    return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{quote(filename, safe="")}'
+
+
+def benchmark_out(v: benchmark_service.BenchmarkView) -> BenchmarkOut:
+    b = v.benchmark
+    return BenchmarkOut(
+        id=b.id, name=b.name, capability=b.capability, description=b.description,
+        embedding_fields=list(b.embedding_fields or []), score_kind=b.score_kind, score_min=b.score_min,
+        score_max=b.score_max, default_metric=b.default_metric, data_version=b.data_version,
+        n_items=v.n_items, n_models=v.n_models, created_at=b.created_at,
+    )
+
+
+@router.post("", status_code=201, response_model=BenchmarkOut)
+def create_benchmark(body: BenchmarkCreate, session: Session = SessionDep) -> BenchmarkOut:
+    benchmark = benchmark_service.create_benchmark(session, **body.model_dump())
+    session.commit()
+    return benchmark_out(benchmark_service.BenchmarkView(benchmark, 0, 0))
+
+
+@router.get("", response_model=BenchmarkList)
+def list_benchmarks(capability: str | None = Query(None), page: PageParams = PageDep,
+                    session: Session = SessionDep) -> BenchmarkList:
+    result = benchmark_service.list_benchmarks(session, limit=page.limit, cursor=page.cursor, capability=capability)
+    return BenchmarkList(items=[benchmark_out(v) for v in result.items], next_cursor=result.next_cursor)
+
+
+@router.get("/{benchmark}", response_model=BenchmarkOut)
+def read_benchmark(benchmark: str, session: Session = SessionDep) -> BenchmarkOut:
+    return benchmark_out(benchmark_service.view(session, get_benchmark(session, benchmark)))
+
+
+@router.post("/{benchmark}/items", response_model=ItemUploadResult,
+             openapi_extra={"requestBody": {"content": {
+                 "application/x-ndjson": {"schema": {"type": "string"}},
+                 "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}}})
+async def upload_items(benchmark: str, request: Request, session: Session = SessionDep) -> ItemUploadResult:
+    """Upload items as JSONL (`application/x-ndjson`) or a JSON list of `{id, prompt, target?, fields?}`."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in ("application/x-ndjson", "application/jsonl", "application/json", "text/plain"):
+        raise UnsupportedMediaType(
+            f"items must be sent as application/x-ndjson or application/json, got {media or 'no content type'!r}",
+            [{"header": "Content-Type", "detail": media or "missing"}])
+    body = await request.body()
+
+    def work() -> dict[str, int]:
+        bench = get_benchmark(session, benchmark, for_update=True)
+        records = item_service.parse_item_records(body, ndjson=media != "application/json")
+        result = item_service.upsert_items(session, bench, records)
+        session.commit()
+        return result
+
+    return ItemUploadResult(**await run_in_threadpool(work))
+
+
+@router.get("/{benchmark}/items", response_model=ItemList)
+def list_items(benchmark: str, page: PageParams = PageDep, session: Session = SessionDep) -> ItemList:
+    result = item_service.list_items(session, get_benchmark(session, benchmark), limit=page.limit, cursor=page.cursor)
+    return ItemList(
+        items=[ItemOut(id=i.item_id, prompt=i.prompt, target=i.target, fields=i.fields, source_index=i.source_index,
+                       content_hash=i.content_hash) for i in result.items],
+        next_cursor=result.next_cursor,
+    )
+
+
+@router.post("/{benchmark}/scores", response_model=ScoreUploadResult,
+             openapi_extra={"requestBody": {"content": {
+                 "text/csv": {"schema": {"type": "string"}},
+                 "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ScoreCell"}}}}}})
+async def upload_scores(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
+                        session: Session = SessionDep) -> ScoreUploadResult:
+    """Upload a wide CSV matrix or long JSON `[{model, item, score}]`; all-or-nothing upsert."""
+    content_type = request.headers.get("content-type", "")
+    body = await request.body()
+
+    def work() -> dict:
+        bench = get_benchmark(session, benchmark, for_update=True)
+        result = score_service.upload_scores(session, bench, body, content_type, metric)
+        session.commit()
+        return result
+
+    return ScoreUploadResult(**await run_in_threadpool(work))
+
+
+@router.get("/{benchmark}/scores", response_model=ScoreList,
+            responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}})
+def download_scores(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
+                    format: str | None = Query(None, pattern="^(csv|json)$"),
+                    page: PageParams = PageDep, session: Session = SessionDep) -> Response:
+    """`Accept: text/csv` (or `format=csv`, the default): the wide matrix; `application/json`: long cells, paginated."""
+    bench = get_benchmark(session, benchmark)
+    accept = request.headers.get("accept", "")
+    wants_json = format == "json" or (format is None and "application/json" in accept and "text/csv" not in accept)
+    if not wants_json:
+        csv_text = score_service.download_csv(session, bench, metric)
+        return Response(csv_text, media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": attachment(f"{bench.name}.scores.csv")})
+    cells, next_cursor = score_service.list_score_cells(session, bench, metric, limit=page.limit, cursor=page.cursor)
+    return JSONResponse({"items": cells, "next_cursor": next_cursor})
+
+
+@router.get("/{benchmark}/stats", responses={202: {"description": "Statistics are being computed; poll the job."}})
+def score_stats(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
+                session: Session = SessionDep) -> JSONResponse:
+    """Validation and statistics of the score matrix: 200 when fresh for the current data, else 202 with a job."""
+    bench = get_benchmark(session, benchmark)
+    stats, job, created = stats_service.stats_or_job(session, bench, metric)
+    if stats is not None:
+        return JSONResponse(stats)
+    assert job is not None
+    return job_accepted(request, session, job, created)

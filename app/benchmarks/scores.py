@@ -1,0 +1,106 @@
+"""Score upload (wide CSV or long JSON, all-or-nothing upsert) and download."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.db.models import Benchmark
+from app.kit.errors import InvalidInput, UnsupportedMediaType
+from app.benchmarks.score_formats import ScoreUpload, parse_long_json, parse_wide_csv, write_wide_csv
+from app.benchmarks.service import scale_of
+from app.benchmarks.items import ensure_items
+from app.models.service import ensure_models
+from app.kit.pagination import decode_cursor, encode_cursor, invalid_cursor, is_row_key
+from app.benchmarks.score_matrix import ScoreMatrix, load_matrix, write_scores
+
+METRIC_RE = re.compile(r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
+
+
+def check_metric(metric: str) -> str:
+    if not METRIC_RE.match(metric):
+        raise InvalidInput(
+            f"invalid metric name {metric!r}",
+            [{"parameter": "metric", "detail": "1-200 characters among letters, digits and _ . , : @ / + -"}],
+        )
+    return metric
+
+
+def parse_score_body(body: bytes, content_type: str, benchmark: Benchmark) -> ScoreUpload:
+    media = content_type.split(";")[0].strip().lower()
+    scale = scale_of(benchmark)
+    if media in ("text/csv", "application/csv"):
+        return parse_wide_csv(body, scale)
+    if media == "application/json":
+        return parse_long_json(body, scale)
+    raise UnsupportedMediaType(
+        f"scores must be sent as text/csv (wide matrix) or application/json ([{{model, item, score}}]), got {media or 'no content type'!r}",
+        [{"header": "Content-Type", "detail": media or "missing"}],
+    )
+
+
+def store_upload(session: Session, benchmark: Benchmark, upload: ScoreUpload, metric: str) -> dict[str, Any]:
+    """Create unknown models and items, upsert every cell, bump the benchmark's data version."""
+    check_metric(metric)
+    model_of = ensure_models(session, upload.model_names)
+    pk_of = ensure_items(session, benchmark, upload.item_ids)
+    n = write_scores(
+        session,
+        benchmark,
+        [model_of[name] for name in upload.model_names],
+        [pk_of[i] for i in upload.item_ids],
+        upload.values,
+        metric,
+    )
+    benchmark.data_version = (benchmark.data_version or 0) + 1
+    session.flush()
+    return {"n_scores": n, "n_models": len(upload.model_names), "n_items": len(upload.item_ids), "metric": metric}
+
+
+def upload_scores(session: Session, benchmark: Benchmark, body: bytes, content_type: str, metric: str | None) -> dict[str, Any]:
+    metric = check_metric(metric or benchmark.default_metric)
+    upload = parse_score_body(body, content_type, benchmark)
+    return store_upload(session, benchmark, upload, metric)
+
+
+def download_csv(session: Session, benchmark: Benchmark, metric: str | None) -> str:
+    matrix = load_matrix(session, benchmark, check_metric(metric or benchmark.default_metric))
+    return write_wide_csv(matrix.model_names, matrix.item_ids, matrix.values)
+
+
+def matrix_for(session: Session, benchmark: Benchmark, metric: str | None) -> ScoreMatrix:
+    return load_matrix(session, benchmark, check_metric(metric or benchmark.default_metric))
+
+
+def metrics_of(session: Session, benchmark: Benchmark) -> list[str]:
+    rows = session.execute(
+        text("SELECT DISTINCT s.metric FROM scores s JOIN items i ON i.pk = s.item_pk WHERE i.benchmark_id = :b ORDER BY s.metric"),
+        {"b": benchmark.id},
+    ).all()
+    return [r[0] for r in rows]
+
+
+def list_score_cells(session: Session, benchmark: Benchmark, metric: str | None, *, limit: int,
+                     cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """Long-format scores ``{model, item, score}``, keyset-paginated by (model id, item row)."""
+    metric = check_metric(metric or benchmark.default_metric)
+    after = decode_cursor(cursor)
+    where = "i.benchmark_id = :b AND s.metric = :m"
+    params: dict[str, Any] = {"b": benchmark.id, "m": metric, "n": limit + 1}
+    if after is not None:
+        if not (isinstance(after, list) and len(after) == 2 and isinstance(after[0], str) and is_row_key(after[1])):
+            raise invalid_cursor("not a score cursor")
+        where += " AND (s.model_id > :am OR (s.model_id = :am AND s.item_pk > :ai))"
+        params.update(am=after[0], ai=after[1])
+    rows = session.execute(text(
+        "SELECT s.model_id, s.item_pk, md.name, i.item_id, s.value FROM scores s "
+        "JOIN items i ON i.pk = s.item_pk JOIN models md ON md.id = s.model_id "
+        f"WHERE {where} ORDER BY s.model_id, s.item_pk LIMIT :n"
+    ), params).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    cells = [{"model": r[2], "item": r[3], "score": r[4]} for r in rows]
+    return cells, (encode_cursor([rows[-1][0], rows[-1][1]]) if more else None)

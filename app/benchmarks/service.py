@@ -1,0 +1,118 @@
+"""Benchmarks: create, read, list, with their item and model counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.score_scale import ScoreScale
+from app.db.models import Benchmark, BenchmarkModel, Item
+from app.kit.ids import looks_like_id
+from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.pagination import Page, keyset_page
+
+
+@dataclass
+class BenchmarkView:
+    benchmark: Benchmark
+    n_items: int
+    n_models: int
+
+
+def get_benchmark(session: Session, ref: str, *, for_update: bool = False) -> Benchmark:
+    stmt = select(Benchmark).where(or_(Benchmark.id == ref, Benchmark.name == ref))
+    if for_update:
+        stmt = stmt.with_for_update()
+    benchmark = session.scalars(stmt).first()
+    if benchmark is None:
+        raise NotFound(f"benchmark {ref!r} does not exist",
+                       [{"parameter": "benchmark", "detail": f"no benchmark with id or name {ref!r}"}])
+    return benchmark
+
+
+def scale_of(benchmark: Benchmark) -> ScoreScale:
+    return ScoreScale(benchmark.score_kind, benchmark.score_min, benchmark.score_max)
+
+
+def validate_scale(kind: str, minimum: float | None, maximum: float | None) -> tuple[float | None, float | None]:
+    if kind == "binary":
+        return 0.0, 1.0
+    if minimum is not None and maximum is not None and minimum >= maximum:
+        raise InvalidInput("score_min must be below score_max",
+                           [{"field": "score_min", "detail": f"{minimum} >= {maximum}"}])
+    return minimum, maximum
+
+
+def create_benchmark(
+    session: Session,
+    *,
+    name: str,
+    capability: str | None = None,
+    description: str | None = None,
+    embedding_fields: list[str] | None = None,
+    score_kind: str = "continuous",
+    score_min: float | None = 0.0,
+    score_max: float | None = 1.0,
+    default_metric: str = "score",
+) -> Benchmark:
+    minimum, maximum = validate_scale(score_kind, score_min, score_max)
+    if looks_like_id(name):
+        raise InvalidInput(f"{name!r} has the shape of a server id; choose another benchmark name",
+                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
+    if session.scalars(select(Benchmark.id).where(Benchmark.name == name)).first() is not None:
+        raise Conflict(f"a benchmark named {name!r} already exists",
+                       [{"field": "name", "detail": "benchmark names are unique"}])
+    benchmark = Benchmark(
+        name=name,
+        capability=capability,
+        description=description,
+        embedding_fields=list(embedding_fields or []),
+        score_kind=score_kind,
+        score_min=minimum,
+        score_max=maximum,
+        default_metric=default_metric,
+        data_version=0,
+    )
+    session.add(benchmark)
+    try:
+        session.flush()
+    except IntegrityError:
+        raise Conflict(f"a benchmark named {name!r} already exists",
+                       [{"field": "name", "detail": "benchmark names are unique"}]) from None
+    return benchmark
+
+
+def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(n_items, n_models) per benchmark id; n_models counts models with scores on it."""
+    if not benchmark_ids:
+        return {}
+    n_items = dict(
+        session.execute(
+            select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id)
+        ).all()
+    )
+    n_models = dict(
+        session.execute(
+            select(BenchmarkModel.benchmark_id, func.count())
+            .where(BenchmarkModel.benchmark_id.in_(benchmark_ids))
+            .group_by(BenchmarkModel.benchmark_id)
+        ).all()
+    )
+    return {b: (int(n_items.get(b, 0)), int(n_models.get(b, 0))) for b in benchmark_ids}
+
+
+def view(session: Session, benchmark: Benchmark) -> BenchmarkView:
+    n_items, n_models = counts(session, [benchmark.id])[benchmark.id]
+    return BenchmarkView(benchmark, n_items, n_models)
+
+
+def list_benchmarks(session: Session, *, limit: int, cursor: str | None, capability: str | None = None) -> Page[BenchmarkView]:
+    stmt = select(Benchmark)
+    if capability is not None:
+        stmt = stmt.where(Benchmark.capability == capability)
+    page = keyset_page(session, stmt, Benchmark.id, limit=limit, cursor=cursor, what="benchmark")
+    by_id = counts(session, [b.id for b in page.items])
+    return Page([BenchmarkView(b, *by_id[b.id]) for b in page.items], page.next_cursor)

@@ -1,0 +1,103 @@
+"""Import evaluation logs from lm-evaluation-harness (``lm_eval --log_samples``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.models import Benchmark
+from app.kit.errors import ErrorCollector, InvalidInput
+from app.integrations.lm_eval import LmEvalTaskLog, parse_samples, task_from_filename  # noqa: F401
+from app.benchmarks.service import create_benchmark, scale_of
+from app.benchmarks.items import ItemRecord, ensure_items, upsert_items
+from app.kit.jobs import JobContext, register
+from app.models.service import ensure_models
+from app.benchmarks.scores import check_metric
+from app.benchmarks.score_matrix import write_scores
+
+KIND = "lm_eval_import"
+
+
+def parse_logs(files: Iterable[tuple[str, Iterable[bytes]]], metric: str | None, filter_name: str | None) -> list[LmEvalTaskLog]:
+    """Parse and validate every file before anything is stored; one task per file."""
+    logs: list[LmEvalTaskLog] = []
+    seen: dict[str, str] = {}
+    for filename, lines in files:
+        log = parse_samples(filename, lines, metric=metric, filter=filter_name)
+        if log.task in seen:
+            raise InvalidInput(f"task {log.task!r} appears in two files",
+                               [{"file": filename, "detail": f"also in {seen[log.task]}"}])
+        seen[log.task] = filename
+        check_metric(log.metric)
+        logs.append(log)
+    if not logs:
+        raise InvalidInput("no files to import", [{"field": "files", "detail": "at least one samples_<task>_<date>.jsonl"}])
+    return logs
+
+
+def _benchmark_for(session: Session, log: LmEvalTaskLog) -> tuple[Benchmark, bool]:
+    benchmark = session.scalars(select(Benchmark).where(Benchmark.name == log.task).with_for_update()).first()
+    if benchmark is not None:
+        return benchmark, False
+    scores = [item.score for item in log.items]
+    if log.all_binary:
+        kind, lo, hi = "binary", 0.0, 1.0
+    elif all(0.0 <= s <= 1.0 for s in scores):
+        kind, lo, hi = "continuous", 0.0, 1.0
+    else:
+        kind, lo, hi = "continuous", None, None
+    benchmark = create_benchmark(
+        session, name=log.task, description=f"Imported from lm-evaluation-harness log {log.filename}",
+        score_kind=kind, score_min=lo, score_max=hi, default_metric=log.metric,
+    )
+    return benchmark, True
+
+
+def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
+               progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Create benchmarks/items as needed and upsert the model's scores, in the caller's transaction."""
+    model_id = ensure_models(session, [model_name])[model_name]
+    summaries = []
+    for n, log in enumerate(logs, start=1):
+        benchmark, created = _benchmark_for(session, log)
+        scale = scale_of(benchmark)
+        errors = ErrorCollector()
+        for item in log.items:
+            reason = scale.problem(item.score)
+            if reason:
+                errors.add(reason, file=log.filename, doc_id=item.doc_id, column=log.metric)
+        errors.raise_if_any(f"scores of {log.filename} do not fit benchmark {benchmark.name!r}")
+        counts = upsert_items(session, benchmark, [
+            ItemRecord(str(item.doc_id), item.prompt, item.target, item.fields, source_index=item.doc_id)
+            for item in log.items
+        ])
+        pk_of = ensure_items(session, benchmark, [str(item.doc_id) for item in log.items])
+        values = np.array([[item.score for item in log.items]], dtype=np.float64)
+        n_scores = write_scores(session, benchmark, [model_id], [pk_of[str(item.doc_id)] for item in log.items], values, log.metric)
+        benchmark.data_version = (benchmark.data_version or 0) + 1
+        session.flush()
+        summaries.append({
+            "task": log.task, "benchmark": benchmark.name, "benchmark_id": benchmark.id, "benchmark_created": created,
+            "metric": log.metric, "filter": log.filter, "n_items": len(log.items),
+            "items_created": counts["created"], "items_updated": counts["updated"], "n_scores": n_scores,
+            "mean_score": float(values.mean()) if values.size else None,
+        })
+        if progress is not None:
+            progress(0.5 + 0.5 * n / len(logs))
+    return {"model": model_name, "model_id": model_id, "benchmarks": summaries}
+
+
+@register(KIND, queue="cpu")
+def run_lm_eval_import(ctx: JobContext) -> dict[str, Any]:
+    files = ctx.inputs()
+    logs = parse_logs(((name, content.splitlines()) for name, content in files),
+                      ctx.payload.get("metric"), ctx.payload.get("filter"))
+    ctx.progress(0.5)
+    with ctx.session_factory() as session:
+        result = store_logs(session, ctx.payload["model"], logs)
+        session.commit()
+    return result

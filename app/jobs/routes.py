@@ -1,0 +1,38 @@
+"""Jobs: status, progress, result, error; list and cancel."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from sqlalchemy.orm import Session
+
+from app.kit.deps import PageDep, PageParams, SessionDep
+from app.db.models import Job
+from app.jobs.schemas import JobList, JobOut
+from app.kit import jobs as job_service
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def job_out(job: Job) -> JobOut:
+    return JobOut(id=job.id, kind=job.kind, queue=job.queue, status=job.status, progress=job.progress,
+                  result=job.result, error=job.error, attempts=job.attempts, created_at=job.created_at,
+                  started_at=job.started_at, finished_at=job.finished_at)
+
+
+@router.get("", response_model=JobList)
+def list_jobs(kind: str | None = Query(None), status: str | None = Query(None),
+              page: PageParams = PageDep, session: Session = SessionDep) -> JobList:
+    result = job_service.list_jobs(session, limit=page.limit, cursor=page.cursor, kind=kind, status=status)
+    return JobList(items=[job_out(j) for j in result.items], next_cursor=result.next_cursor)
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: str, session: Session = SessionDep) -> JobOut:
+    return job_out(job_service.get_job(session, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: str, session: Session = SessionDep) -> JobOut:
+    job = job_service.cancel_job(session, job_id)
+    session.commit()
+    return job_out(job)

@@ -1,0 +1,81 @@
+"""RFC 9457 problem+json for every error; tracebacks are logged, never returned."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.kit.errors import EvalplanError
+
+log = logging.getLogger(__name__)
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+
+def problem_response(status: int, title: str, detail: str, *, instance: str | None = None,
+                     slug: str | None = None, errors: list[dict[str, Any]] | None = None,
+                     headers: dict[str, str] | None = None, n_errors: int | None = None) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"urn:evalplan:problem:{slug}" if slug else "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if instance:
+        body["instance"] = instance
+    if errors:
+        body["errors"] = errors
+        if n_errors is not None and n_errors > len(errors):
+            body["n_errors"] = n_errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(EvalplanError)
+    async def _domain(request: Request, exc: EvalplanError) -> JSONResponse:
+        return problem_response(exc.status, exc.title, exc.detail, instance=request.url.path,
+                                slug=exc.slug, errors=exc.errors, n_errors=exc.n_errors)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": _jsonable(list(e.get("loc", ()))), "field": ".".join(str(p) for p in e.get("loc", ())[1:]) or None,
+             "detail": e.get("msg", "invalid"), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"loc": [], "detail": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        return problem_response(422, "Invalid request", f"{where}: {first['detail']}",
+                                instance=request.url.path, slug="invalid-request", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        phrase = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else "Error"
+        detail = exc.detail if isinstance(exc.detail, str) else phrase
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route matches {request.method} {request.url.path}"
+        if exc.status_code == 405:
+            detail = f"method {request.method} is not allowed on {request.url.path}"
+        return problem_response(exc.status_code, phrase, detail, instance=request.url.path,
+                                headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(500, "Internal Server Error",
+                                "an unexpected error occurred; it has been logged", instance=request.url.path)

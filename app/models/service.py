@@ -1,0 +1,57 @@
+"""Evaluated models (LLMs): create, list and bulk get-or-create by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import Model
+from app.kit.ids import looks_like_id
+from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.pagination import Page, keyset_page
+
+
+def create_model(session: Session, *, name: str, family: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> Model:
+    if looks_like_id(name):
+        raise InvalidInput(f"{name!r} has the shape of a server id; choose another model name",
+                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
+    if session.scalars(select(Model.id).where(Model.name == name)).first() is not None:
+        raise Conflict(f"a model named {name!r} already exists",
+                       [{"field": "name", "detail": "model names are unique"}])
+    model = Model(name=name, family=family, meta=dict(metadata or {}))
+    session.add(model)
+    session.flush()
+    return model
+
+
+def get_model(session: Session, ref: str) -> Model:
+    model = session.scalars(select(Model).where(or_(Model.id == ref, Model.name == ref))).first()
+    if model is None:
+        raise NotFound(f"model {ref!r} does not exist",
+                       [{"parameter": "model", "detail": f"no model with id or name {ref!r}"}])
+    return model
+
+
+def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
+    """Map each name to its model id, creating missing models in the given order."""
+    existing: dict[str, str] = {}
+    unique = list(dict.fromkeys(names))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start:start + 500]
+        existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
+    missing = [Model(name=n, meta={}) for n in unique if n not in existing]
+    if missing:
+        session.add_all(missing)
+        session.flush()
+        existing.update({m.name: m.id for m in missing})
+    return existing
+
+
+def list_models(session: Session, *, limit: int, cursor: str | None, family: str | None = None) -> Page[Model]:
+    stmt = select(Model)
+    if family is not None:
+        stmt = stmt.where(Model.family == family)
+    return keyset_page(session, stmt, Model.id, limit=limit, cursor=cursor, what="model")

@@ -1,1 +1,0 @@
-"""Pydantic request and response models of the HTTP API."""

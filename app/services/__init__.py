@@ -1,1 +1,0 @@
-"""Use-cases shared by the API and the workers: load from the DB, call core, persist."""
