@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 import app.jobs.handlers  # noqa: F401  (registers every job handler)
@@ -29,12 +29,19 @@ from app.kit.settings import Settings, get_settings
 from app.models import routes as models
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
+from workers.dispatch import make_dispatcher
 
 DESCRIPTION = """Evaluation planning for LLM teams: pick small coresets of benchmark items,
 run sequential evaluation sessions, and predict full-suite scores with intervals.
 
 Errors are RFC 9457 `application/problem+json`. Lists use `limit` + `cursor`.
 POST routes accept an `Idempotency-Key` header."""
+
+#: every /v1 router, one per domain (``app/<domain>/routes.py``)
+V1_ROUTERS: tuple[APIRouter, ...] = (
+    benchmarks.router, models.router, imports.router, jobs.router, embeddings.router, coresets.router,
+    similarity.router, sessions.router, hidden_states.router, benchmark_selections.router, backtests.router,
+)
 
 
 def create_app(
@@ -51,8 +58,6 @@ def create_app(
         engine = make_engine(settings.database_url)
         session_factory = make_session_factory(engine)
     if dispatcher is None:
-        from workers.dispatch import make_dispatcher
-
         dispatcher = make_dispatcher(settings, session_factory)
 
     @asynccontextmanager
@@ -70,9 +75,9 @@ def create_app(
     app.state.dispatcher = dispatcher
 
     install_problem_handlers(app)
-    for router in (health.router, benchmarks.router, models.router, imports.router, jobs.router,
-                   embeddings.router, coresets.router, similarity.router, sessions.router, hidden_states.router,
-                   benchmark_selections.router, backtests.router):
+    app.include_router(health.router)
+    for router in V1_ROUTERS:
+        # authentication plugs in here: dependencies=[Depends(authenticate)] (see app.kit.caller)
         app.include_router(router)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:

@@ -42,7 +42,7 @@ from app.kit.db import make_engine, make_session_factory  # noqa: E402
 from app.db.migrate import upgrade  # noqa: E402
 from app.db.models import Embedding  # noqa: E402
 from app.main import create_app  # noqa: E402
-from app.embeddings.service import load_embeddings  # noqa: E402
+from app.embeddings.repository import load_embeddings  # noqa: E402
 from app.kit.settings import Settings  # noqa: E402
 from bench.server import data_dir  # noqa: E402
 from workers.dispatch import InProcessDispatcher  # noqa: E402

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 import conftest
 from app.db.models import HiddenState, HiddenStateChunk, Model
 from app.main import create_app
-from app.hidden_states.service import load_hidden_states
+from app.hidden_states.repository import load_hidden_states
 from app.benchmarks.service import get_benchmark
 from app.models.service import get_model
 

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
-from app.sessions import service as session_service
+from app.sessions.cache import clear_caches
 
 from conftest import NoJobsDispatcher, settings_for
 
@@ -174,7 +174,7 @@ def test_prior_is_computed_once_per_reference_set(client: TestClient) -> None:
     assert new_model.status_code == 201 and new_model.json()["target"] == "new-ckpt"
     assert one.status_code == two.status_code == 201
     assert count(client, SessionPrior) == 1
-    session_service.clear_caches()
+    clear_caches()
     three = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET, "seed": 1})
     assert three.status_code == 201 and count(client, SessionPrior) == 1
     subset = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET,
@@ -195,7 +195,7 @@ def test_restart_mid_session_changes_nothing(client: TestClient, db_session_fact
             local.observe(data["items"].index(o["item"]), o["score"])
     assert_matches(session, local, data["items"])
 
-    session_service.clear_caches()  # a fresh process / another replica
+    clear_caches()  # a fresh process / another replica
     app = create_app(settings_for(database_urls[backend]), session_factory=db_session_factory,
                      dispatcher=NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as fresh:
@@ -209,7 +209,7 @@ def test_restart_mid_session_changes_nothing(client: TestClient, db_session_fact
             for o in obs:
                 local.observe(data["items"].index(o["item"]), o["score"])
             assert_matches(session, local, data["items"])
-            session_service.clear_caches()  # every step replays from the database
+            clear_caches()  # every step replays from the database
     assert session["status"] == "stopped"
 
 
@@ -300,5 +300,5 @@ def test_a_batch_that_crosses_the_stopping_rule_is_kept_but_not_used(client: Tes
     assert_matches(body, local, data["items"])
     assert body["status"] == "stopped" and body["stop_reason"] == "max_items" and body["n_observed"] == 3
     assert len(_observations(client, sid)) == 5  # stored (nothing posted is lost), after the stop
-    session_service.clear_caches()
+    clear_caches()
     assert len(client.get(f"/v1/sessions/{sid}/trajectory").json()) == 3

@@ -16,7 +16,8 @@ from app.core.sequential import BucketPrior, SessionConfig
 from app.core.sequential.multi_target import MultiTargetEstimator
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
-from app.sessions import service as session_service
+from app.sessions.cache import clear_caches
+from app.sessions.state import session_stop_reason
 
 from conftest import NoJobsDispatcher, settings_for
 
@@ -72,7 +73,7 @@ def assert_matches(body: dict, local: MultiTargetEstimator, data: dict, targets:
     assert body["targets"] == targets
     assert body["n_observed"] == local.n_total_observed
     assert body["status"] == ("stopped" if local.all_stopped else "active")
-    assert body["stop_reason"] == session_service.session_stop_reason(list(local.stop_reasons))
+    assert body["stop_reason"] == session_stop_reason(list(local.stop_reasons))
     proposals = local.propose()
     assert body["next"] == [{"target": targets[t], "item": items[j]} for t, j in proposals]
     assert body["next_items"] == [items[j] for _, j in proposals]
@@ -268,7 +269,7 @@ def test_multi_restart_mid_session_changes_nothing(client: TestClient, db_sessio
     assert_matches(session, local, data)
     trajectory = client.get(f"/v1/sessions/{session['id']}/trajectory").json()
 
-    session_service.clear_caches()  # a fresh process / another replica
+    clear_caches()  # a fresh process / another replica
     app = create_app(settings_for(database_urls[backend]), session_factory=db_session_factory,
                      dispatcher=NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as fresh:
@@ -284,7 +285,7 @@ def test_multi_restart_mid_session_changes_nothing(client: TestClient, db_sessio
             session = r.json()
             observe(local, data, obs)
             assert_matches(session, local, data)
-            session_service.clear_caches()  # every step replays from the database
+            clear_caches()  # every step replays from the database
     assert session["status"] == "stopped"
 
 

@@ -20,7 +20,8 @@ from app.db.models import Embedding, Item
 from app.kit.errors import InvalidInput, NotFound
 from app.benchmarks import service as benchmark_service
 from app.benchmarks import items as item_service
-from app.embeddings.service import ensure_embeddings, load_embeddings
+from app.embeddings.repository import load_embeddings
+from app.embeddings.service import ensure_embeddings
 from app.benchmarks.items import ItemRecord
 from app.benchmarks.service import get_benchmark
 

@@ -20,18 +20,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.core.backtest import BACKTEST_METHODS, BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS, run_backtest
-from app.core.suite_backtest import run_suite_backtest
+from app.backtests.schemas import BacktestCreate
+from app.benchmarks.scores import check_metric
+from app.benchmarks.service import get_benchmarks
+from app.core.backtest import BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS
+from app.coresets.families.score_based import SCORE_BASED
+from app.coresets.registry import BACKTEST_METHODS
 from app.db.models import Benchmark, Item, Job
-from app.kit.errors import ErrorCollector, InvalidInput
-from app.kit.jobs import JobContext, create_job, register
-from app.benchmarks.service import get_benchmark
-from app.coresets.families.score_based import check_params
-from app.benchmarks.scores import check_metric, matrix_for
+from app.kit.errors import ErrorCollector
+from app.kit.jobs import create_job
 
 KIND = "backtest"
 MIN_REFERENCE = 3
@@ -95,7 +95,7 @@ def _plan_predictors(methods: list[str], predictors: Any, errors: ErrorCollector
     return plan
 
 
-def create_backtest(session: Session, body: Any) -> Job:
+def create_backtest(session: Session, body: BacktestCreate) -> Job:
     """Validate ``body`` (a :class:`~app.backtests.schemas.BacktestCreate`) and add the queued job."""
     errors = ErrorCollector()
     methods = list(body.methods)
@@ -123,15 +123,11 @@ def create_backtest(session: Session, body: Any) -> Job:
         elif m == "random" and body.params[m]:
             errors.add("the random selector takes no parameters", field="params.random")
     errors.raise_if_any("invalid backtest request")
-    method_params = {m: check_params(m, dict(v), 0, field=f"params.{m}")
+    method_params = {m: SCORE_BASED.check_params(m, dict(v), 0, field=f"params.{m}")
                      for m, v in (body.params or {}).items() if m != "random"}
 
     refs = [body.benchmarks] if isinstance(body.benchmarks, str) else list(body.benchmarks)
-    if not refs:
-        raise InvalidInput("benchmarks must name at least one benchmark", [{"field": "benchmarks", "detail": "empty"}])
-    benchmarks = [get_benchmark(session, r) for r in refs]  # 404 for an unknown one
-    if len({b.id for b in benchmarks}) != len(benchmarks):
-        raise InvalidInput("a benchmark is listed twice", [{"field": "benchmarks", "detail": "duplicates"}])
+    benchmarks = get_benchmarks(session, refs)  # 404 for an unknown one
     n = body.n_reference
     if body.suite:
         if len(benchmarks) < 2:
@@ -173,68 +169,3 @@ def create_backtest(session: Session, body: Any) -> Job:
                "n_reference": n, "split": body.split, "seeds": body.seeds, "level": body.level,
                "suite": bool(body.suite), "params": method_params}
     return create_job(session, KIND, payload, benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        return v if math.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    return v
-
-
-def _run_suite(ctx: JobContext, p: dict[str, Any]) -> list[dict[str, Any]]:
-    """The benchmarks as one multi-benchmark coreset (``app.core.suite_backtest``), on the models
-    scored on every benchmark (rows aligned by model)."""
-    entries, methods = p["benchmarks"], p["methods"]
-    with ctx.session_factory() as session:
-        matrices = [matrix_for(session, get_benchmark(session, e["id"]), e["metric"]) for e in entries]
-    shared = sorted(set.intersection(*(set(mx.model_ids) for mx in matrices)))
-    mats = [mx.values[[mx.model_ids.index(m) for m in shared]] for mx in matrices]
-    names = [e["name"] for e in entries]
-    rows: list[dict[str, Any]] = []
-    ctx.progress(0.05)
-    for i, m in enumerate(methods):
-        try:
-            out = run_suite_backtest(mats, names, {m: p["predictors"][m]}, budgets=p["budgets"],
-                                     n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"],
-                                     level=p["level"], method_params=p.get("params") or {})
-        except ValueError as exc:  # the data changed since the request, or a scale the core rejects
-            raise InvalidInput(f"suite, method {m!r}: {exc}", [{"method": m, "detail": str(exc)}]) from None
-        for r in out:
-            row = {"benchmark": r["scope"], **r}
-            rows.append({c: _jsonable(row.get(c)) for c in COLUMNS})
-        ctx.progress((i + 1) / len(methods))
-    return rows
-
-
-@register(KIND, queue="cpu")
-def run_backtest_job(ctx: JobContext) -> dict[str, Any]:
-    p = ctx.payload
-    entries, methods = p["benchmarks"], p["methods"]
-    if p.get("suite"):
-        return {"rows": _run_suite(ctx, p), "columns": COLUMNS, "unavailable": UNAVAILABLE,
-                "metrics": {e["name"]: e["metric"] for e in entries}, "suite": True}
-    steps, done = len(entries) * len(methods), 0
-    rows: list[dict[str, Any]] = []
-    for entry in entries:
-        with ctx.session_factory() as session:
-            benchmark = get_benchmark(session, entry["id"])
-            matrix = matrix_for(session, benchmark, entry["metric"])
-        ctx.progress(done / steps + 0.05 / steps)
-        for m in methods:
-            try:
-                out = run_backtest(matrix.values, [m], predictors={m: p["predictors"][m]}, budgets=p["budgets"],
-                                   n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"], level=p["level"],
-                                   method_params=p.get("params") or {})
-            except ValueError as exc:  # the data changed since the request, or a scale the core rejects
-                raise InvalidInput(f"benchmark {entry['name']!r}, method {m!r}: {exc}",
-                                   [{"benchmark": entry["name"], "method": m, "detail": str(exc)}]) from None
-            for r in out:
-                row = {"benchmark": entry["name"], **r}
-                rows.append({c: _jsonable(row.get(c)) for c in COLUMNS})
-            done += 1
-            ctx.progress(done / steps)
-    return {"rows": rows, "columns": COLUMNS, "unavailable": UNAVAILABLE,
-            "metrics": {e["name"]: e["metric"] for e in entries}}

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.kit.schemas import UtcDatetime
+
 
 class MatrixIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -38,3 +40,48 @@ class BenchmarkSelectionPredict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scores: dict[str, Any] = Field(description="Score of the target model on every selected benchmark.")
+
+
+class SelectedBenchmark(BaseModel):
+    benchmark: str
+    rank: int
+    gain: float | None
+
+
+class Imputation(BaseModel):
+    """The stored Gaussian imputation model (eq. 8) in standardized space."""
+
+    space: str
+    mean: list[float]
+    scale: list[float]
+    cov: list[list[float]]
+    ridge: float
+
+
+class BenchmarkSelectionOut(BaseModel):
+    id: str
+    method: str
+    k: int
+    seed: int
+    source: str
+    metric: str | None
+    benchmarks: list[str]
+    selected: list[SelectedBenchmark]
+    residual_variance: float | None
+    test_r2: float | None
+    test_fraction: float
+    n_models: int
+    imputation: Imputation
+    diagnostics: dict[str, Any]
+    created_at: UtcDatetime | None
+
+
+class ImputedBenchmark(BaseModel):
+    estimate: float
+    observed: bool
+
+
+class BenchmarkSelectionPrediction(BaseModel):
+    id: str
+    selected: list[str]
+    benchmarks: dict[str, ImputedBenchmark]

@@ -18,126 +18,19 @@ Selection is a fast O(k B³) computation, so it runs in the request (no job).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
-from app.db.models import BenchmarkSelection, Model
-from app.kit.errors import ErrorCollector, InvalidInput, NotFound
 from app.benchmark_selections.schemas import BenchmarkSelectionCreate
-from app.benchmarks.service import get_benchmark
-from app.models.service import get_model
-from app.benchmarks.score_matrix import load_matrix
-from app.benchmarks.scores import check_metric
+from app.benchmark_selections.summary_matrix import number_or_nan, summary_matrix
+from app.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
+from app.db.models import BenchmarkSelection
+from app.kit.errors import ErrorCollector, InvalidInput, NotFound
+from app.kit.validation import finite_or_none
 
 MIN_MODELS = 3
-
-
-@dataclass
-class SummaryMatrix:
-    models: list[str]
-    benchmarks: list[str]
-    values: np.ndarray  # models x benchmarks, NaN = missing
-    source: str
-    metric: str | None
-
-
-# --------------------------------------------------------------------------- input
-
-
-def _number(value: Any) -> float | None:
-    """A finite float, NaN for null, or None when the cell is not a finite number."""
-    if value is None:
-        return math.nan
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    x = float(value)
-    return x if math.isfinite(x) else None
-
-
-def _check_names(names: list[str], field: str, errors: ErrorCollector) -> None:
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if not name or not name.strip():
-            errors.add("empty name", field=f"{field}.{i}")
-        elif name in seen:
-            errors.add(f"{name!r} is named twice", field=f"{field}.{i}")
-        seen.add(name)
-
-
-def matrix_from_upload(matrix: Any) -> SummaryMatrix:
-    errors = ErrorCollector()
-    _check_names(matrix.models, "matrix.models", errors)
-    _check_names(matrix.benchmarks, "matrix.benchmarks", errors)
-    n, b = len(matrix.models), len(matrix.benchmarks)
-    if len(matrix.values) != n:
-        errors.add(f"values has {len(matrix.values)} rows for {n} models", field="matrix.values")
-    values = np.full((len(matrix.values), b), np.nan)
-    for i, row in enumerate(matrix.values):
-        if len(row) != b:
-            errors.add(f"row has {len(row)} values for {b} benchmarks", field=f"matrix.values.{i}")
-            continue
-        for j, cell in enumerate(row):
-            x = _number(cell)
-            if x is None:
-                errors.add(f"not a finite number or null: {cell!r}", field=f"matrix.values.{i}.{j}")
-            else:
-                values[i, j] = x
-    errors.raise_if_any("invalid matrix")
-    return SummaryMatrix(list(matrix.models), list(matrix.benchmarks), values, "matrix", None)
-
-
-def matrix_from_scores(session: Session, refs: list[str], metric: str | None,
-                       model_refs: list[str] | None) -> SummaryMatrix:
-    """Each model's mean item score per benchmark (NaN where it has none)."""
-    if metric is not None:
-        check_metric(metric)
-    benchmarks = [get_benchmark(session, ref) for ref in refs]
-    ids = [bm.id for bm in benchmarks]
-    if len(set(ids)) != len(ids):
-        raise InvalidInput("a benchmark is named twice", [{"field": "benchmarks", "detail": "duplicates"}])
-    wanted: list[Model] | None = None
-    if model_refs is not None:
-        wanted = [get_model(session, ref) for ref in model_refs]
-        if len({m.id for m in wanted}) != len(wanted):
-            raise InvalidInput("a model is named twice", [{"field": "models", "detail": "duplicates"}])
-    means: dict[str, dict[int, float]] = {}  # model id -> {column: mean}
-    names: dict[str, str] = {}
-    for j, bm in enumerate(benchmarks):
-        sm = load_matrix(session, bm, metric or bm.default_metric)
-        for i, (mid, name) in enumerate(zip(sm.model_ids, sm.model_names)):
-            row = sm.values[i]
-            observed = row[~np.isnan(row)]
-            if observed.size:
-                means.setdefault(mid, {})[j] = float(observed.mean())
-                names[mid] = name
-    order = [m.id for m in wanted if m.id in means] if wanted is not None else list(means)
-    values = np.full((len(order), len(benchmarks)), np.nan)
-    for i, mid in enumerate(order):
-        for j, v in means[mid].items():
-            values[i, j] = v
-    metric_label = metric if metric is not None else (
-        benchmarks[0].default_metric if len({bm.default_metric for bm in benchmarks}) == 1 else None)
-    return SummaryMatrix([names[m] for m in order], [bm.name for bm in benchmarks], values, "benchmarks", metric_label)
-
-
-def summary_matrix(session: Session, body: BenchmarkSelectionCreate) -> SummaryMatrix:
-    if (body.matrix is None) == (body.benchmarks is None):
-        raise InvalidInput("give exactly one of `matrix` and `benchmarks`",
-                           [{"field": "matrix", "detail": "exactly one of matrix, benchmarks"},
-                            {"field": "benchmarks", "detail": "exactly one of matrix, benchmarks"}])
-    if body.matrix is not None:
-        extra = [f for f in ("metric", "models") if getattr(body, f) is not None]
-        if extra:
-            raise InvalidInput(f"{' and '.join(extra)}: only allowed with `benchmarks` input, not `matrix`",
-                               [{"field": f, "detail": "only with benchmarks"} for f in extra])
-        return matrix_from_upload(body.matrix)
-    return matrix_from_scores(session, body.benchmarks or [], body.metric, body.models)
 
 
 # --------------------------------------------------------------------------- create
@@ -149,10 +42,6 @@ def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndar
     n_test = max(1, int(round(test_fraction * n)))
     perm = np.random.default_rng(seed).permutation(n)
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
 
 
 def create_selection(session: Session, body: BenchmarkSelectionCreate) -> BenchmarkSelection:
@@ -197,11 +86,11 @@ def create_selection(session: Session, body: BenchmarkSelectionCreate) -> Benchm
         if complete.any():
             S_eval = S_test[complete]
             pred = selector.predict(S_eval[:, ranking])
-            diagnostics["test_r2"] = _finite(test_r2(S_eval, pred, selector.mean_, ranking, selector.scale_))
+            diagnostics["test_r2"] = finite_or_none(test_r2(S_eval, pred, selector.mean_, ranking, selector.scale_))
     selection = BenchmarkSelection(
         method=body.method, k=body.k, seed=body.seed, source=data.source, metric=data.metric,
         benchmark_names=data.benchmarks, selected=[data.benchmarks[j] for j in ranking],
-        gains=[_finite(g) for g in selector.gains_], mean=selector.mean_.tolist(), scale=selector.scale_.tolist(),
+        gains=[finite_or_none(g) for g in selector.gains_], mean=selector.mean_.tolist(), scale=selector.scale_.tolist(),
         cov=selector.cov_.tolist(), ridge=float(body.ridge), n_models=int(len(train)),
         test_fraction=float(body.test_fraction), diagnostics=diagnostics,
     )
@@ -221,13 +110,6 @@ def get_selection(session: Session, selection_id: str) -> BenchmarkSelection:
     return selection
 
 
-def _iso(when: datetime | None) -> str | None:
-    """ISO 8601 in UTC (SQLite returns naive datetimes for the UTC values written)."""
-    if when is None:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).isoformat()
-
-
 def selection_view(selection: BenchmarkSelection) -> dict[str, Any]:
     diagnostics = dict(selection.diagnostics or {})
     return {
@@ -242,7 +124,7 @@ def selection_view(selection: BenchmarkSelection) -> dict[str, Any]:
         "imputation": {"space": "standardized", "mean": selection.mean, "scale": selection.scale,
                        "cov": selection.cov, "ridge": selection.ridge},
         "diagnostics": diagnostics,
-        "created_at": _iso(selection.created_at),
+        "created_at": selection.created_at,
     }
 
 
@@ -262,7 +144,7 @@ def predict(selection: BenchmarkSelection, scores: dict[str, Any]) -> dict[str, 
             errors.add(f"missing score for selected benchmark {name!r}", field=f"scores.{name}")
         else:
             value = scores[name]
-            if value is None or _number(value) is None:
+            if value is None or number_or_nan(value) is None:
                 errors.add(f"not a finite number: {value!r}", field=f"scores.{name}")
     errors.raise_if_any("invalid scores")
     col = {name: j for j, name in enumerate(names)}

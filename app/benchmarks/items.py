@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Benchmark, Item
 from app.kit.errors import ErrorCollector, InvalidInput
-from app.kit.pagination import Page, decode_cursor, encode_cursor, is_row_key
+from app.kit.pagination import Page, keyset_page
 
 
 @dataclass
@@ -154,13 +154,5 @@ def ensure_items(session: Session, benchmark: Benchmark, item_ids: list[str]) ->
 
 
 def list_items(session: Session, benchmark: Benchmark, *, limit: int, cursor: str | None) -> Page[Item]:
-    after = decode_cursor(cursor)
-    stmt = select(Item).where(Item.benchmark_id == benchmark.id).order_by(Item.pk).limit(limit + 1)
-    if after is not None:
-        if not is_row_key(after):
-            raise InvalidInput("invalid pagination cursor", [{"parameter": "cursor", "detail": "not an item cursor"}])
-        stmt = stmt.where(Item.pk > after)
-    rows = list(session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, encode_cursor(rows[-1].pk) if more else None)
+    stmt = select(Item).where(Item.benchmark_id == benchmark.id)
+    return keyset_page(session, stmt, Item.pk, limit=limit, cursor=cursor, what="item")

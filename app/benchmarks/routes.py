@@ -1,26 +1,37 @@
-"""Benchmarks, their items, their scores and score statistics."""
+"""Benchmarks, their items, their scores and score statistics (API.md "Data")."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.orm import Session
 
-from app.kit.deps import PageDep, PageParams, SessionDep, job_accepted
-from app.kit.errors import UnsupportedMediaType
-from app.benchmarks.schemas import BenchmarkCreate, BenchmarkList, BenchmarkOut, ItemList, ItemOut, ItemUploadResult, ScoreList, ScoreUploadResult
-from app.benchmarks import service as benchmark_service
 from app.benchmarks import items as item_service
 from app.benchmarks import scores as score_service
+from app.benchmarks import service as benchmark_service
 from app.benchmarks import stats as stats_service
-from app.benchmarks.service import get_benchmark
+from app.benchmarks.schemas import (
+    BenchmarkCreate,
+    BenchmarkList,
+    BenchmarkOut,
+    ItemList,
+    ItemOut,
+    ItemUploadResult,
+    ScoreCell,
+    ScoreList,
+    ScoreStats,
+    ScoreUploadResult,
+)
+from app.kit.deps import DbSession, JobQueue, Pagination
+from app.kit.errors import UnsupportedMediaType
+from app.kit.schemas import JobAccepted
 
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
 
-METRIC_QUERY = Query(None, description="Score metric; default the benchmark's default_metric ('score').")
+Metric = Annotated[str | None, Query(description="Score metric; default the benchmark's default_metric ('score').")]
 
 
 def attachment(filename: str) -> str:
@@ -40,29 +51,29 @@ def benchmark_out(v: benchmark_service.BenchmarkView) -> BenchmarkOut:
 
 
 @router.post("", status_code=201, response_model=BenchmarkOut)
-def create_benchmark(body: BenchmarkCreate, session: Session = SessionDep) -> BenchmarkOut:
+def create_benchmark(body: BenchmarkCreate, session: DbSession) -> BenchmarkOut:
     benchmark = benchmark_service.create_benchmark(session, **body.model_dump())
     session.commit()
     return benchmark_out(benchmark_service.BenchmarkView(benchmark, 0, 0))
 
 
 @router.get("", response_model=BenchmarkList)
-def list_benchmarks(capability: str | None = Query(None), page: PageParams = PageDep,
-                    session: Session = SessionDep) -> BenchmarkList:
+def list_benchmarks(session: DbSession, page: Pagination,
+                    capability: Annotated[str | None, Query()] = None) -> BenchmarkList:
     result = benchmark_service.list_benchmarks(session, limit=page.limit, cursor=page.cursor, capability=capability)
     return BenchmarkList(items=[benchmark_out(v) for v in result.items], next_cursor=result.next_cursor)
 
 
 @router.get("/{benchmark}", response_model=BenchmarkOut)
-def read_benchmark(benchmark: str, session: Session = SessionDep) -> BenchmarkOut:
-    return benchmark_out(benchmark_service.view(session, get_benchmark(session, benchmark)))
+def read_benchmark(benchmark: str, session: DbSession) -> BenchmarkOut:
+    return benchmark_out(benchmark_service.view(session, benchmark_service.get_benchmark(session, benchmark)))
 
 
 @router.post("/{benchmark}/items", response_model=ItemUploadResult,
              openapi_extra={"requestBody": {"content": {
                  "application/x-ndjson": {"schema": {"type": "string"}},
                  "application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}}})
-async def upload_items(benchmark: str, request: Request, session: Session = SessionDep) -> ItemUploadResult:
+async def upload_items(benchmark: str, request: Request, session: DbSession) -> ItemUploadResult:
     """Upload items as JSONL (`application/x-ndjson`) or a JSON list of `{id, prompt, target?, fields?}`."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in ("application/x-ndjson", "application/jsonl", "application/json", "text/plain"):
@@ -72,7 +83,7 @@ async def upload_items(benchmark: str, request: Request, session: Session = Sess
     body = await request.body()
 
     def work() -> dict[str, int]:
-        bench = get_benchmark(session, benchmark, for_update=True)
+        bench = benchmark_service.get_benchmark(session, benchmark, for_update=True)
         records = item_service.parse_item_records(body, ndjson=media != "application/json")
         result = item_service.upsert_items(session, bench, records)
         session.commit()
@@ -82,8 +93,9 @@ async def upload_items(benchmark: str, request: Request, session: Session = Sess
 
 
 @router.get("/{benchmark}/items", response_model=ItemList)
-def list_items(benchmark: str, page: PageParams = PageDep, session: Session = SessionDep) -> ItemList:
-    result = item_service.list_items(session, get_benchmark(session, benchmark), limit=page.limit, cursor=page.cursor)
+def list_items(benchmark: str, session: DbSession, page: Pagination) -> ItemList:
+    bench = benchmark_service.get_benchmark(session, benchmark)
+    result = item_service.list_items(session, bench, limit=page.limit, cursor=page.cursor)
     return ItemList(
         items=[ItemOut(id=i.item_id, prompt=i.prompt, target=i.target, fields=i.fields, source_index=i.source_index,
                        content_hash=i.content_hash) for i in result.items],
@@ -95,14 +107,13 @@ def list_items(benchmark: str, page: PageParams = PageDep, session: Session = Se
              openapi_extra={"requestBody": {"content": {
                  "text/csv": {"schema": {"type": "string"}},
                  "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ScoreCell"}}}}}})
-async def upload_scores(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
-                        session: Session = SessionDep) -> ScoreUploadResult:
+async def upload_scores(benchmark: str, request: Request, session: DbSession, metric: Metric = None) -> ScoreUploadResult:
     """Upload a wide CSV matrix or long JSON `[{model, item, score}]`; all-or-nothing upsert."""
     content_type = request.headers.get("content-type", "")
     body = await request.body()
 
-    def work() -> dict:
-        bench = get_benchmark(session, benchmark, for_update=True)
+    def work() -> dict[str, Any]:
+        bench = benchmark_service.get_benchmark(session, benchmark, for_update=True)
         result = score_service.upload_scores(session, bench, body, content_type, metric)
         session.commit()
         return result
@@ -112,28 +123,28 @@ async def upload_scores(benchmark: str, request: Request, metric: str | None = M
 
 @router.get("/{benchmark}/scores", response_model=ScoreList,
             responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}})
-def download_scores(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
-                    format: str | None = Query(None, pattern="^(csv|json)$"),
-                    page: PageParams = PageDep, session: Session = SessionDep) -> Response:
+def download_scores(benchmark: str, request: Request, session: DbSession, page: Pagination, metric: Metric = None,
+                    format: Annotated[str | None, Query(pattern="^(csv|json)$")] = None) -> Response | ScoreList:
     """`Accept: text/csv` (or `format=csv`, the default): the wide matrix; `application/json`: long cells, paginated."""
-    bench = get_benchmark(session, benchmark)
+    bench = benchmark_service.get_benchmark(session, benchmark)
     accept = request.headers.get("accept", "")
     wants_json = format == "json" or (format is None and "application/json" in accept and "text/csv" not in accept)
     if not wants_json:
         csv_text = score_service.download_csv(session, bench, metric)
         return Response(csv_text, media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": attachment(f"{bench.name}.scores.csv")})
-    cells, next_cursor = score_service.list_score_cells(session, bench, metric, limit=page.limit, cursor=page.cursor)
-    return JSONResponse({"items": cells, "next_cursor": next_cursor})
+    cells = score_service.list_score_cells(session, bench, metric, limit=page.limit, cursor=page.cursor)
+    return ScoreList(items=[ScoreCell(model=r.name, item=r.item_id, score=r.value) for r in cells.items],
+                     next_cursor=cells.next_cursor)
 
 
-@router.get("/{benchmark}/stats", responses={202: {"description": "Statistics are being computed; poll the job."}})
-def score_stats(benchmark: str, request: Request, metric: str | None = METRIC_QUERY,
-                session: Session = SessionDep) -> JSONResponse:
+@router.get("/{benchmark}/stats", response_model=ScoreStats,
+            responses={202: {"model": JobAccepted, "description": "Statistics are being computed; poll the job."}})
+def score_stats(benchmark: str, session: DbSession, jobs: JobQueue, metric: Metric = None) -> ScoreStats | JSONResponse:
     """Validation and statistics of the score matrix: 200 when fresh for the current data, else 202 with a job."""
-    bench = get_benchmark(session, benchmark)
+    bench = benchmark_service.get_benchmark(session, benchmark)
     stats, job, created = stats_service.stats_or_job(session, bench, metric)
     if stats is not None:
-        return JSONResponse(stats)
+        return ScoreStats.model_validate(stats)
     assert job is not None
-    return job_accepted(request, session, job, created)
+    return jobs.accepted(session, job, created)

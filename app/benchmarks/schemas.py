@@ -79,3 +79,40 @@ class ScoreCell(BaseModel):
 class ScoreList(BaseModel):
     items: list[ScoreCell]
     next_cursor: str | None
+
+
+class ModelStats(BaseModel):
+    model: str
+    mean: float | None
+    n_scores: int
+    missing_fraction: float
+
+
+class ItemStats(BaseModel):
+    item: str
+    mean: float | None
+    n_scores: int
+    missing_fraction: float
+
+
+class ConstantItem(BaseModel):
+    item: str
+    value: float
+    n_observed: int
+
+
+class ScoreStats(BaseModel):
+    """``GET /v1/benchmarks/{benchmark}/stats``: validation and statistics of one metric's score matrix."""
+
+    benchmark: str
+    metric: str
+    data_version: int
+    n_models: int
+    n_items: int
+    n_scores: int
+    missing_fraction: float
+    mean: float | None
+    models: list[ModelStats]
+    items: list[ItemStats]
+    constant_items: list[ConstantItem]
+    duplicate_models: list[list[str]]

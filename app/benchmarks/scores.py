@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import Benchmark
+from app.db.models import Benchmark, Item, Model, Score
 from app.kit.errors import InvalidInput, UnsupportedMediaType
 from app.benchmarks.score_formats import ScoreUpload, parse_long_json, parse_wide_csv, write_wide_csv
 from app.benchmarks.service import scale_of
 from app.benchmarks.items import ensure_items
 from app.models.service import ensure_models
-from app.kit.pagination import decode_cursor, encode_cursor, invalid_cursor, is_row_key
+from app.kit.pagination import Page, keyset_page
 from app.benchmarks.score_matrix import ScoreMatrix, load_matrix, write_scores
 
 METRIC_RE = re.compile(r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
@@ -75,32 +75,12 @@ def matrix_for(session: Session, benchmark: Benchmark, metric: str | None) -> Sc
     return load_matrix(session, benchmark, check_metric(metric or benchmark.default_metric))
 
 
-def metrics_of(session: Session, benchmark: Benchmark) -> list[str]:
-    rows = session.execute(
-        text("SELECT DISTINCT s.metric FROM scores s JOIN items i ON i.pk = s.item_pk WHERE i.benchmark_id = :b ORDER BY s.metric"),
-        {"b": benchmark.id},
-    ).all()
-    return [r[0] for r in rows]
-
-
 def list_score_cells(session: Session, benchmark: Benchmark, metric: str | None, *, limit: int,
-                     cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """Long-format scores ``{model, item, score}``, keyset-paginated by (model id, item row)."""
+                     cursor: str | None) -> Page[Any]:
+    """Long-format score rows (``name`` = model, ``item_id``, ``value``), keyset-paginated by (model id, item row)."""
     metric = check_metric(metric or benchmark.default_metric)
-    after = decode_cursor(cursor)
-    where = "i.benchmark_id = :b AND s.metric = :m"
-    params: dict[str, Any] = {"b": benchmark.id, "m": metric, "n": limit + 1}
-    if after is not None:
-        if not (isinstance(after, list) and len(after) == 2 and isinstance(after[0], str) and is_row_key(after[1])):
-            raise invalid_cursor("not a score cursor")
-        where += " AND (s.model_id > :am OR (s.model_id = :am AND s.item_pk > :ai))"
-        params.update(am=after[0], ai=after[1])
-    rows = session.execute(text(
-        "SELECT s.model_id, s.item_pk, md.name, i.item_id, s.value FROM scores s "
-        "JOIN items i ON i.pk = s.item_pk JOIN models md ON md.id = s.model_id "
-        f"WHERE {where} ORDER BY s.model_id, s.item_pk LIMIT :n"
-    ), params).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    cells = [{"model": r[2], "item": r[3], "score": r[4]} for r in rows]
-    return cells, (encode_cursor([rows[-1][0], rows[-1][1]]) if more else None)
+    stmt = (select(Score.model_id, Score.item_pk, Model.name, Item.item_id, Score.value)
+            .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
+            .where(Item.benchmark_id == benchmark.id, Score.metric == metric))
+    return keyset_page(session, stmt, (Score.model_id, Score.item_pk), limit=limit, cursor=cursor, what="score",
+                       entities=False)

@@ -33,6 +33,17 @@ def get_benchmark(session: Session, ref: str, *, for_update: bool = False) -> Be
     return benchmark
 
 
+def get_benchmarks(session: Session, refs: list[str], *, location: str = "field") -> list[Benchmark]:
+    """Benchmarks by id or name, in the given order: 404 for an unknown one, 422 for none or one named
+    twice (errors at ``{location: "benchmarks"}``, ``location`` "field" or "parameter")."""
+    if not refs:
+        raise InvalidInput("benchmarks must name at least one benchmark", [{location: "benchmarks", "detail": "empty"}])
+    benchmarks = [get_benchmark(session, ref) for ref in refs]
+    if len({b.id for b in benchmarks}) != len(benchmarks):
+        raise InvalidInput("a benchmark is named twice", [{location: "benchmarks", "detail": "duplicates"}])
+    return benchmarks
+
+
 def scale_of(benchmark: Benchmark) -> ScoreScale:
     return ScoreScale(benchmark.score_kind, benchmark.score_min, benchmark.score_max)
 

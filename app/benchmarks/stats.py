@@ -1,4 +1,4 @@
-"""The score-matrix validation and statistics job, and its cached result per data version."""
+"""Score-matrix statistics: the cached result of the ``score_stats`` job for the current data version, or a new job."""
 
 from __future__ import annotations
 
@@ -7,25 +7,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.score_stats import score_matrix_stats
 from app.db.models import Benchmark, Job
-from app.kit.jobs import JobContext, create_job, register
-from app.benchmarks.service import get_benchmark
-from app.benchmarks.scores import check_metric, matrix_for
+from app.kit.jobs import create_job
+from app.benchmarks.scores import check_metric
 
 KIND = "score_stats"
-
-
-@register(KIND, queue="cpu")
-def run_score_stats(ctx: JobContext) -> dict[str, Any]:
-    """Load the matrix, then compute the statistics in ``app.core.score_stats``."""
-    with ctx.session_factory() as session:
-        benchmark = get_benchmark(session, ctx.payload["benchmark_id"])
-        version = benchmark.data_version
-        matrix = matrix_for(session, benchmark, ctx.payload["metric"])
-    ctx.progress(0.5)
-    stats = score_matrix_stats(matrix.values, matrix.model_names, matrix.item_ids)
-    return {"benchmark": benchmark.name, "metric": ctx.payload["metric"], "data_version": version, **stats}
 
 
 def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None, Job | None, bool]:

@@ -56,10 +56,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from app.core.intervals import coreset_cross_fitted_errors, interval_from_errors, loo_conformal_interval
+from app.core.intervals import (
+    coreset_cross_fitted_errors,
+    extrapolation_flags,
+    guarded_predictor,
+    interval_from_errors,
+    loo_conformal_interval,
+)
 from app.core.irt import IRTPredictor, IRTSelection
 from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
-from app.core.predictors import PREDICTOR_CLASSES, AIPWPredictor, KernelRidgePredictor, WeightedMeanPredictor
+from app.core.predictors import PREDICTOR_CLASSES, WeightedMeanPredictor
 from app.core.selection.score_based import SCORE_METHODS
 
 __all__ = [
@@ -231,15 +237,15 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
         pred = IRTPredictor(seed=seed).fit(Y_full_ref, sel_idx, weights=weights, item_params=params)
         est = pred.predict(Xt)
         return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan, pred.item_probabilities_
-    if name == "guard":
-        krr = KernelRidgePredictor().fit(Xr, yr)
-        out = krr.predict(Xt)
+    if name == "guard":  # the service's extrapolation guard (app.core.intervals.guarded_predictor)
+        in_range, outside = (PREDICTOR_CLASSES[guarded_predictor(flag)] for flag in (False, True))
+        out = in_range().fit(Xr, yr).predict(Xt)
         if flagged.any():
-            out[flagged] = AIPWPredictor().fit(Xr, yr).predict(Xt[flagged])
+            out[flagged] = outside().fit(Xr, yr).predict(Xt[flagged])
         cov = math.nan
         if intervals:
             inside = np.zeros(yt.size, dtype=bool)
-            for fac, mask in ((KernelRidgePredictor, ~flagged), (AIPWPredictor, flagged)):
+            for fac, mask in ((in_range, ~flagged), (outside, flagged)):
                 if mask.any():
                     ci = loo_conformal_interval(fac, Xr, yr, Xt[mask], level=level)
                     inside[mask] = (ci.lower <= yt[mask]) & (yt[mask] <= ci.upper)
@@ -354,9 +360,7 @@ def run_backtest(
                 t_sel = time.perf_counter() - t0
                 chosen.setdefault((m, float(budget)), []).append(np.asarray(idx))
                 Xr, Xt = Y_ref[:, idx], Y_test[:, idx]
-                ref_means = Xr.mean(axis=1)
-                xm = Xt.mean(axis=1)
-                flagged = (xm < ref_means.min()) | (xm > ref_means.max())
+                flagged = extrapolation_flags(Xt.mean(axis=1), Xr.mean(axis=1))
                 cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]] = {}
                 with_ci = intervals and (interval_budgets is None or float(budget) in interval_budgets)
                 for name in plist:

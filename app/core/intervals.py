@@ -20,9 +20,10 @@ Both assume the target is exchangeable with the references; out of distribution 
 :func:`extrapolation_flag`) they have no guarantee.
 
 Extrapolation guard (issue rule): a target whose coreset mean is below the lowest or above the
-highest reference coreset mean is flagged ``extrapolation=True``; :func:`guarded_predict` then
-uses :class:`~app.core.predictors.AIPWPredictor` (002 App. L.1) unless the caller chose a
-predictor explicitly.
+highest reference coreset mean is flagged ``extrapolation=True`` (:func:`extrapolation_flags`);
+:func:`guarded_predictor` then picks :class:`~app.core.predictors.AIPWPredictor` (002 App. L.1)
+unless the caller chose a predictor explicitly. This one rule serves ``POST /v1/coresets/{id}/predict``,
+the backtests' ``guard`` predictor and :func:`guarded_predict`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.core.predictors import AIPWPredictor, KernelRidgePredictor
+from app.core.predictors import PREDICTOR_CLASSES
 
 __all__ = [
     "ConformalInterval",
@@ -43,12 +44,16 @@ __all__ = [
     "interval_from_errors",
     "pooled_errors",
     "extrapolation_flag",
+    "extrapolation_flags",
     "guarded_predict",
+    "guarded_predictor",
     "jackknife_plus_bounds",
     "loo_conformal_interval",
 ]
 
 Method = Literal["split", "jackknife+"]
+GUARD_IN_RANGE = "kernel_ridge"  # the guard's predictor for a target inside the references' range
+GUARD_EXTRAPOLATED = "aipw"  # ... and for a flagged one
 
 
 @dataclass(frozen=True)
@@ -239,13 +244,26 @@ def pooled_errors(errors: np.ndarray, weights: np.ndarray | None = None) -> np.n
     return w @ E
 
 
-def extrapolation_flag(x_target_coreset_mean: float, X_ref_coreset_means: np.ndarray) -> bool:
-    """True when the target's coreset mean lies outside [min, max] of the references' coreset means."""
-    m = np.asarray(X_ref_coreset_means, dtype=float).ravel()
+def extrapolation_flags(target_coreset_means: Any, ref_coreset_means: Any, tolerance: float = 0.0) -> np.ndarray:
+    """The extrapolation guard's test, per target: is its coreset mean outside
+    ``[min - tolerance, max + tolerance]`` of the references' coreset means? (Every target is
+    flagged when there are no references.)"""
+    x = np.asarray(target_coreset_means, dtype=float)
+    m = np.asarray(ref_coreset_means, dtype=float).ravel()
     if m.size == 0:
-        return True
-    x = float(x_target_coreset_mean)
-    return bool(x < m.min() or x > m.max())
+        return np.ones(x.shape, dtype=bool)
+    return np.asarray((x < m.min() - tolerance) | (x > m.max() + tolerance), dtype=bool)
+
+
+def extrapolation_flag(x_target_coreset_mean: float, X_ref_coreset_means: np.ndarray, tolerance: float = 0.0) -> bool:
+    """True when the target's coreset mean lies outside [min, max] of the references' coreset means."""
+    return bool(extrapolation_flags(float(x_target_coreset_mean), X_ref_coreset_means, tolerance))
+
+
+def guarded_predictor(flagged: bool, predictor: str = GUARD_IN_RANGE, explicit: bool = False) -> str:
+    """The extrapolation guard's choice for one target: :data:`GUARD_EXTRAPOLATED` (AIPW, 002
+    App. L.1) when it is flagged, unless the caller chose ``predictor`` explicitly; else ``predictor``."""
+    return GUARD_EXTRAPOLATED if flagged and not explicit else predictor
 
 
 def guarded_predict(
@@ -270,7 +288,7 @@ def guarded_predict(
     out = []
     for x in Xt:
         extrap = extrapolation_flag(float(x.mean()), ref_means)
-        factory = predictor_factory or (AIPWPredictor if extrap else KernelRidgePredictor)
+        factory = predictor_factory or PREDICTOR_CLASSES[guarded_predictor(extrap)]
         ci = loo_conformal_interval(factory, X, y_ref, x, level=level, method=method)
         out.append(
             {

@@ -1,6 +1,7 @@
-"""Recording a coreset job's outcome: the ranked items, diagnostics and fitted state, or the failure.
+"""Coreset persistence: the pending coreset with its job, its ranked items, and a selection job's
+outcome (the items, diagnostics and fitted state, or the failure).
 
-Shared by the text, score-based and RepCore selection jobs. ``diagnostics`` is returned by
+The outcome helpers are shared by the text, score-based and hidden-state selection jobs. ``diagnostics`` is returned by
 ``GET /v1/coresets/{id}`` and stays small; what only predict needs (the score-based references'
 coreset-score matrices) goes to the deferred ``fitted_state`` column (docs/DECISIONS.md).
 """
@@ -9,10 +10,60 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, insert
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
 
-from app.db.models import Coreset, CoresetItem
-from app.kit.jobs import JobContext
+from app.coresets.families.base import CoresetRequest, SelectionPlan
+from app.db.models import Benchmark, Coreset, CoresetItem, Item, Job
+from app.kit.jobs import JobContext, create_job
+from app.kit.validation import finite_or_none
+
+
+def store_pending(session: Session, request: CoresetRequest, benchmarks: list[Benchmark], params: dict[str, Any],
+                  plan: SelectionPlan, job_kind: str) -> tuple[Coreset, Job]:
+    """Add the pending coreset (the next version of its name) and its queued job; dispatch after commit."""
+    version = 1
+    if request.name:
+        latest = session.scalar(select(func.max(Coreset.version)).where(Coreset.name == request.name))
+        version = (latest or 0) + 1
+    coreset = Coreset(
+        name=request.name, version=version, method=request.method, status="pending",
+        benchmark_ids=[b.id for b in benchmarks], budget=request.budget, params=params, seed=request.seed,
+        reference_models=plan.reference_models, predictor=plan.predictor, embedding_model=plan.embedding_model,
+    )
+    session.add(coreset)
+    session.flush()
+    job = create_job(session, job_kind, {"coreset_id": coreset.id, **plan.payload})
+    coreset.job_id = job.id
+    session.flush()
+    return coreset, job
+
+
+def coreset_rows(session: Session, coreset: Coreset) -> list[dict[str, Any]]:
+    """The ranked items: ``{benchmark (name), item, rank, gain, weight, source_index}`` in rank order."""
+    rows = session.execute(
+        select(CoresetItem.rank, CoresetItem.gain, CoresetItem.weight, Item.item_id, Item.source_index,
+               Benchmark.name)
+        .join(Item, Item.pk == CoresetItem.item_pk)
+        .join(Benchmark, Benchmark.id == CoresetItem.benchmark_id)
+        .where(CoresetItem.coreset_id == coreset.id).order_by(CoresetItem.rank)
+    ).all()
+    return [{"benchmark": b, "item": i, "rank": r, "gain": finite_or_none(g), "weight": finite_or_none(w),
+             "source_index": s} for r, g, w, i, s, b in rows]
+
+
+def benchmark_names(session: Session, ids: list[str]) -> list[str]:
+    names = dict(session.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.id.in_(ids))).all())
+    return [names.get(i, i) for i in ids]
+
+
+def load_for_job(ctx: JobContext, coreset_id: str) -> Coreset:
+    """The coreset a selection job works on (detached, its columns loaded); LookupError if it vanished."""
+    with ctx.session_factory() as session:
+        coreset = session.get(Coreset, coreset_id)
+        if coreset is None:
+            raise LookupError(f"coreset {coreset_id} vanished")
+        return coreset
 
 
 def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]], diagnostics: dict[str, Any],

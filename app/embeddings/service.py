@@ -14,113 +14,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.embedding_text import item_text, text_hash
-from app.db.models import Benchmark, Embedding, Item, Job
+from app.db.models import Item, Job
+from app.embeddings.repository import (
+    VECTOR_DTYPE,
+    benchmark_texts,
+    cached_embeddings,
+    insert_ignoring_conflicts,
+    no_text_error,
+    resolve_benchmarks,
+)
 from app.kit.errors import InvalidInput
-from app.kit.jobs import JobContext, create_job, register
-from app.benchmarks.service import get_benchmark
+from app.kit.jobs import create_job
 
 KIND = "embed"
 BATCH_SIZE = 64
 STORE_CHUNK = 1024  # texts encoded, then committed, at a time (a cancelled job keeps finished chunks)
-QUERY_CHUNK = 500  # hashes per IN (...) lookup
 MAX_REPORTED_TRUNCATED = 20
-VECTOR_DTYPE = np.dtype("<f4")
 
 FractionProgress = Callable[[float], None]
 
-
-# ----------------------------------------------------------------------------- item texts
-
-@dataclass
-class BenchmarkTexts:
-    """The texts of one benchmark's items that have text, in item-pk order."""
-
-    benchmark_id: str
-    name: str
-    item_pks: list[int] = field(default_factory=list)
-    item_ids: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    hashes: list[str] = field(default_factory=list)
-    n_without_text: int = 0
-
-
-def _resolve_benchmarks(session: Session, refs: Sequence[str]) -> list[Benchmark]:
-    """Benchmarks by id or name, in the given order, each once."""
-    seen: dict[str, Benchmark] = {}
-    for ref in refs:
-        benchmark = get_benchmark(session, ref)
-        seen.setdefault(benchmark.id, benchmark)
-    return list(seen.values())
-
-
-def benchmark_texts(session: Session, benchmark: Benchmark) -> BenchmarkTexts:
-    """Build (and hash) the embedding text of every item of ``benchmark`` that has a prompt."""
-    out = BenchmarkTexts(benchmark.id, benchmark.name)
-    fields_config = list(benchmark.embedding_fields or [])
-    rows = session.execute(
-        select(Item.pk, Item.item_id, Item.prompt, Item.target, Item.fields)
-        .where(Item.benchmark_id == benchmark.id).order_by(Item.pk)
-    )
-    for pk, item_id, prompt, target, fields in rows:
-        if prompt is None:  # a score-only item
-            out.n_without_text += 1
-            continue
-        text = item_text(prompt, target, fields, fields_config)
-        out.item_pks.append(pk)
-        out.item_ids.append(item_id)
-        out.texts.append(text)
-        out.hashes.append(text_hash(text))
-    return out
-
-
-def _no_text_error(name: str, n_without_text: int) -> InvalidInput:
-    return InvalidInput(
-        f"benchmark {name!r} has no item text to embed ({n_without_text} score-only items); "
-        "upload items with a prompt first",
-        [{"benchmark": name, "detail": "no item has a prompt"}])
-
-
-def _cached(session: Session, hashes: Sequence[str], model: str) -> dict[str, tuple[int, bool, int | None]]:
-    """``{text_hash: (dim, truncated, n_tokens)}`` of the hashes already embedded with ``model``."""
-    found: dict[str, tuple[int, bool, int | None]] = {}
-    unique = list(dict.fromkeys(hashes))
-    for start in range(0, len(unique), QUERY_CHUNK):
-        rows = session.execute(
-            select(Embedding.text_hash, Embedding.dim, Embedding.truncated, Embedding.n_tokens)
-            .where(Embedding.model == model, Embedding.text_hash.in_(unique[start:start + QUERY_CHUNK]))
-        )
-        found.update((h, (int(d), bool(t), n)) for h, d, t, n in rows)
-    return found
-
-
-def _insert_ignoring_conflicts(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Bulk insert; a row whose (text_hash, model) exists already (another job won) is skipped."""
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    if dialect in ("postgresql", "sqlite"):
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        stmt = dialect_insert(Embedding).on_conflict_do_nothing(index_elements=["text_hash", "model"])
-        session.execute(stmt, rows)
-        return
-    present = set(_cached(session, [r["text_hash"] for r in rows], rows[0]["model"]))
-    fresh = [r for r in rows if r["text_hash"] not in present]
-    if fresh:
-        session.execute(insert(Embedding), fresh)
-
-
-# ----------------------------------------------------------------------------- compute missing
 
 def ensure_embeddings(
     session_factory: sessionmaker[Session],
@@ -149,12 +67,12 @@ def ensure_embeddings(
 
     started = time.perf_counter()
     with session_factory() as session:
-        per_benchmark = [benchmark_texts(session, b) for b in _resolve_benchmarks(session, benchmark_ids)]
+        per_benchmark = [benchmark_texts(session, b) for b in resolve_benchmarks(session, benchmark_ids)]
         for bt in per_benchmark:
             if not bt.texts:
-                raise _no_text_error(bt.name, bt.n_without_text)
+                raise no_text_error(bt.name, bt.n_without_text)
         all_hashes = [h for bt in per_benchmark for h in bt.hashes]
-        cached = _cached(session, all_hashes, model_name)
+        cached = cached_embeddings(session, all_hashes, model_name)
 
     text_of: dict[str, str] = {}
     for bt in per_benchmark:
@@ -196,7 +114,7 @@ def ensure_embeddings(
                      "n_tokens": int(counts[i]), "truncated": bool(cut[i])}
                     for j, i in enumerate(idx)]
             with session_factory() as session:
-                _insert_ignoring_conflicts(session, rows)
+                insert_ignoring_conflicts(session, rows)
                 session.commit()
             done_before += len(idx)
             for i in idx:
@@ -233,55 +151,9 @@ def ensure_embeddings(
     }
 
 
-# ----------------------------------------------------------------------------- load
-
-class EmbeddingMatrix(NamedTuple):
-    """Embeddings of every item with text: row ``r`` is item ``item_pks[r]`` of benchmark
-    ``benchmark_index[r]`` (an index into the requested benchmarks)."""
-
-    item_pks: np.ndarray  # int64, (n,)
-    benchmark_index: np.ndarray  # int32, (n,)
-    vectors: np.ndarray  # float32, (n, dim), L2-normalized
-
-
-def load_embeddings(session: Session, benchmark_ids: Sequence[str], model_name: str) -> EmbeddingMatrix:
-    """The cached embeddings of all items with text, benchmark by benchmark (in the given order),
-    items by pk. Raises ``InvalidInput`` naming the benchmark when it has no item text or when
-    some of its texts are not embedded with ``model_name`` yet (run :func:`ensure_embeddings`)."""
-    per_benchmark = [benchmark_texts(session, b) for b in _resolve_benchmarks(session, benchmark_ids)]
-    vectors: dict[str, np.ndarray] = {}
-    for bt in per_benchmark:
-        if not bt.texts:
-            raise _no_text_error(bt.name, bt.n_without_text)
-        unique = [h for h in dict.fromkeys(bt.hashes) if h not in vectors]
-        for start in range(0, len(unique), QUERY_CHUNK):
-            rows = session.execute(
-                select(Embedding.text_hash, Embedding.dim, Embedding.vector)
-                .where(Embedding.model == model_name, Embedding.text_hash.in_(unique[start:start + QUERY_CHUNK]))
-            )
-            for h, dim, blob in rows:
-                vectors[h] = np.frombuffer(blob, dtype=VECTOR_DTYPE, count=dim)
-        n_missing = sum(1 for h in bt.hashes if h not in vectors)
-        if n_missing:
-            raise InvalidInput(
-                f"benchmark {bt.name!r}: {n_missing} of {len(bt.hashes)} item texts have no embedding "
-                f"with model {model_name!r}; run POST /v1/embeddings first",
-                [{"benchmark": bt.name, "detail": f"{n_missing} items not embedded with {model_name!r}"}])
-    dims = {v.shape[0] for v in vectors.values()}
-    if len(dims) > 1:
-        raise InvalidInput(f"embeddings of model {model_name!r} have mixed dimensions {sorted(dims)}",
-                           [{"field": "model", "detail": "mixed embedding dimensions"}])
-    item_pks = np.array([pk for bt in per_benchmark for pk in bt.item_pks], dtype=np.int64)
-    index = np.concatenate([np.full(len(bt.item_pks), b, dtype=np.int32) for b, bt in enumerate(per_benchmark)])
-    matrix = np.stack([vectors[h] for bt in per_benchmark for h in bt.hashes]).astype(np.float32, copy=False)
-    return EmbeddingMatrix(item_pks, index, matrix)
-
-
-# ----------------------------------------------------------------------------- job
-
 def start_embedding_job(session: Session, benchmark_refs: Sequence[str], model_name: str) -> Job:
     """Validate the request (benchmarks exist and have text) and add a queued ``embed`` job."""
-    benchmarks = _resolve_benchmarks(session, benchmark_refs)
+    benchmarks = resolve_benchmarks(session, benchmark_refs)
     with_text = dict(session.execute(
         select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_([b.id for b in benchmarks]),
                                                       Item.prompt.is_not(None))
@@ -290,15 +162,6 @@ def start_embedding_job(session: Session, benchmark_refs: Sequence[str], model_n
     for benchmark in benchmarks:
         if not with_text.get(benchmark.id):
             n_items = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == benchmark.id))
-            raise _no_text_error(benchmark.name, int(n_items or 0))
+            raise no_text_error(benchmark.name, int(n_items or 0))
     return create_job(session, KIND, {"benchmark_ids": [b.id for b in benchmarks], "model": model_name},
                       benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)
-
-
-@register(KIND, queue="gpu")
-def run_embed(ctx: JobContext) -> dict[str, Any]:
-    """Embed the missing item texts of ``payload.benchmark_ids`` with ``payload.model``."""
-    from app.kit.settings import get_settings
-
-    model_name = ctx.payload.get("model") or get_settings().embedding_model
-    return ensure_embeddings(ctx.session_factory, ctx.payload["benchmark_ids"], model_name, progress=ctx.progress)

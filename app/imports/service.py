@@ -9,12 +9,12 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import Benchmark
+from app.db.models import Benchmark, Job
 from app.kit.errors import ErrorCollector, InvalidInput
-from app.integrations.lm_eval import LmEvalTaskLog, parse_samples, task_from_filename  # noqa: F401
+from app.integrations.lm_eval import LmEvalTaskLog, parse_samples
 from app.benchmarks.service import create_benchmark, scale_of
 from app.benchmarks.items import ItemRecord, ensure_items, upsert_items
-from app.kit.jobs import JobContext, register
+from app.kit.jobs import create_job
 from app.models.service import ensure_models
 from app.benchmarks.scores import check_metric
 from app.benchmarks.score_matrix import write_scores
@@ -91,13 +91,7 @@ def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
     return {"model": model_name, "model_id": model_id, "benchmarks": summaries}
 
 
-@register(KIND, queue="cpu")
-def run_lm_eval_import(ctx: JobContext) -> dict[str, Any]:
-    files = ctx.inputs()
-    logs = parse_logs(((name, content.splitlines()) for name, content in files),
-                      ctx.payload.get("metric"), ctx.payload.get("filter"))
-    ctx.progress(0.5)
-    with ctx.session_factory() as session:
-        result = store_logs(session, ctx.payload["model"], logs)
-        session.commit()
-    return result
+def start_import_job(session: Session, model_name: str, metric: str | None, filter_name: str | None,
+                     inputs: list[tuple[str, bytes]]) -> Job:
+    """Queue a large import (the files are stored with the job); dispatch after commit."""
+    return create_job(session, KIND, {"model": model_name, "metric": metric, "filter": filter_name}, inputs=inputs)

@@ -1,14 +1,15 @@
-"""Jobs: status, progress, result, error; list and cancel."""
+"""Jobs (``/v1/jobs``): status, progress, result, error; list and cancel."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
-from sqlalchemy.orm import Session
+from typing import Annotated
 
-from app.kit.deps import PageDep, PageParams, SessionDep
+from fastapi import APIRouter, Query
+
 from app.db.models import Job
+from app.jobs import service as job_service
 from app.jobs.schemas import JobList, JobOut
-from app.kit import jobs as job_service
+from app.kit.deps import DbSession, Pagination
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -20,19 +21,19 @@ def job_out(job: Job) -> JobOut:
 
 
 @router.get("", response_model=JobList)
-def list_jobs(kind: str | None = Query(None), status: str | None = Query(None),
-              page: PageParams = PageDep, session: Session = SessionDep) -> JobList:
+def list_jobs(session: DbSession, page: Pagination, kind: Annotated[str | None, Query()] = None,
+              status: Annotated[str | None, Query()] = None) -> JobList:
     result = job_service.list_jobs(session, limit=page.limit, cursor=page.cursor, kind=kind, status=status)
     return JobList(items=[job_out(j) for j in result.items], next_cursor=result.next_cursor)
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: str, session: Session = SessionDep) -> JobOut:
+def get_job(job_id: str, session: DbSession) -> JobOut:
     return job_out(job_service.get_job(session, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: str, session: Session = SessionDep) -> JobOut:
+def cancel_job(job_id: str, session: DbSession) -> JobOut:
     job = job_service.cancel_job(session, job_id)
     session.commit()
     return job_out(job)

@@ -1,4 +1,4 @@
-"""Jobs: one table, one entry point (``run_job``) for both in-process threads and Celery workers.
+"""The job runtime: one table, one entry point (``run_job``) for both in-process threads and Celery workers.
 
 A job handler is a plain function ``handler(ctx) -> result`` registered under a kind.
 It reads its inputs from ``ctx.payload`` (and ``ctx.inputs()`` for uploaded files),
@@ -16,8 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobInput, utcnow
-from app.kit.errors import Conflict, EvalplanError, InvalidInput, NotFound
-from app.kit.pagination import Page, keyset_page
+from app.kit.errors import EvalplanError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
         if job.status in FINAL_STATUSES:
             return job.status
         if job.attempts >= MAX_ATTEMPTS:
-            _finish(job, "failed", error={"title": "Job failed", "detail": f"gave up after {job.attempts} attempts (worker lost)"})
+            finish_job(job, "failed", error={"title": "Job failed", "detail": f"gave up after {job.attempts} attempts (worker lost)"})
             session.commit()
             return "failed"
         job.status, job.attempts, job.started_at = "running", job.attempts + 1, utcnow()
@@ -132,43 +131,13 @@ def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
             return "missing"
         if job.status == "cancelled":
             status, result, error = "cancelled", None, None
-        _finish(job, status, result=result, error=error)
+        finish_job(job, status, result=result, error=error)
         session.commit()
     return status
 
 
-def _finish(job: Job, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+def finish_job(job: Job, status: str, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+    """Set a final status (and result or error) and the finish time."""
     job.status, job.result, job.error, job.finished_at = status, result, error, utcnow()
     if status == "succeeded":
         job.progress = 1.0
-
-
-def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
-    if job is None:
-        raise NotFound(f"job {job_id!r} does not exist", [{"parameter": "id", "detail": "no such job"}])
-    return job
-
-
-def cancel_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id, with_for_update=True)
-    if job is None:
-        raise NotFound(f"job {job_id!r} does not exist", [{"parameter": "id", "detail": "no such job"}])
-    if job.status in ("succeeded", "failed"):
-        raise Conflict(f"job {job_id} already {job.status}", [{"field": "status", "detail": job.status}])
-    if job.status != "cancelled":
-        _finish(job, "cancelled")
-    session.flush()
-    return job
-
-
-def list_jobs(session: Session, *, limit: int, cursor: str | None, kind: str | None = None,
-              status: str | None = None) -> Page[Job]:
-    if status is not None and status not in JOB_STATUSES:
-        raise InvalidInput(f"unknown status {status!r}", [{"parameter": "status", "detail": f"one of {JOB_STATUSES}"}])
-    stmt = select(Job)
-    if kind is not None:
-        stmt = stmt.where(Job.kind == kind)
-    if status is not None:
-        stmt = stmt.where(Job.status == status)
-    return keyset_page(session, stmt, Job.id, limit=limit, cursor=cursor, what="job", descending=True)

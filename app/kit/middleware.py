@@ -12,13 +12,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db.models import IdempotencyRecord
 from app.kit.errors import PayloadTooLarge
+from app.kit.problems import PROBLEM_MEDIA_TYPE, problem_body
 
 SPOOL_IN_MEMORY = 8 * 1024 * 1024
 
 
 def _problem(status: int, title: str, detail: str, path: str, slug: str) -> tuple[int, bytes]:
-    body = {"type": f"urn:evalplan:problem:{slug}", "title": title, "status": status, "detail": detail, "instance": path}
-    return status, json.dumps(body).encode()
+    return status, json.dumps(problem_body(status, title, detail, instance=path, slug=slug)).encode()
 
 
 async def _send_bytes(send: Send, status: int, body: bytes, content_type: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -76,7 +76,7 @@ class BodyLimitMiddleware:
             status, body = _problem(413, "Payload too large",
                                     f"request body of {int(length)} bytes exceeds the limit of {self.max_bytes} bytes "
                                     "(setting EVALPLAN_MAX_UPLOAD_BYTES)", scope["path"], "payload-too-large")
-            await _send_bytes(send, status, body, "application/problem+json", [(b"connection", b"close")])
+            await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE, [(b"connection", b"close")])
             return
         received = 0
         too_large: PayloadTooLarge | None = None
@@ -99,7 +99,7 @@ class BodyLimitMiddleware:
 
         async def send_413(exc: PayloadTooLarge) -> None:
             status, body = _problem(413, exc.title, exc.detail, scope["path"], exc.slug)
-            await _send_bytes(send, status, body, "application/problem+json", [(b"connection", b"close")])
+            await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE, [(b"connection", b"close")])
 
         async def tracking_send(message: Message) -> None:
             nonlocal started, replaced
@@ -148,7 +148,7 @@ class IdempotencyMiddleware:
         path = scope["path"]
         if not key or len(key) > 200:
             status, body = _problem(422, "Invalid request", "Idempotency-Key must be 1-200 characters", path, "invalid-request")
-            await _send_bytes(send, status, body, "application/problem+json")
+            await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE)
             return
 
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
@@ -178,12 +178,12 @@ class IdempotencyMiddleware:
                     status, body = _problem(422, "Idempotency key reused",
                                             "this Idempotency-Key was already used with a different request body",
                                             path, "idempotency-key-reused")
-                    await _send_bytes(send, status, body, "application/problem+json")
+                    await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE)
                 elif record.status_code is None:
                     status, body = _problem(409, "Request in progress",
                                             "a request with this Idempotency-Key is still being processed; retry later",
                                             path, "idempotency-in-progress")
-                    await _send_bytes(send, status, body, "application/problem+json", [(b"retry-after", b"1")])
+                    await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE, [(b"retry-after", b"1")])
                 else:
                     await _send_bytes(send, record.status_code, bytes(record.response_body or b""),
                                       record.content_type or "application/json", [(b"idempotent-replayed", b"true")])

@@ -1,11 +1,20 @@
-"""Keyset pagination: an opaque cursor holding the last sort key of the previous page."""
+"""Keyset pagination: an opaque cursor holding the sort key of the last row of the previous page.
+
+:func:`keyset_page` serves every list of the API: one key column (a string id or an integer row
+key; the cursor holds the value) or several (the cursor holds the list of values, compared
+lexicographically).
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from sqlalchemy import ColumnElement, Select, and_, or_
+from sqlalchemy.orm import Session
 
 from app.kit.errors import InvalidInput
 
@@ -16,6 +25,12 @@ T = TypeVar("T")
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+
+@dataclass
+class PageParams:
+    limit: int
+    cursor: str | None
 
 
 def encode_cursor(key: Any) -> str:
@@ -38,22 +53,41 @@ def decode_cursor(cursor: str | None) -> Any:
         padded = cursor + "=" * (-len(cursor) % 4)
         return json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, json.JSONDecodeError):
-        raise InvalidInput(
-            "invalid pagination cursor",
-            [{"parameter": "cursor", "detail": "not a cursor returned by this API"}],
-        ) from None
+        raise invalid_cursor() from None
 
 
-def keyset_page(session: Any, stmt: Any, key: Any, *, limit: int, cursor: str | None, what: str,
-                descending: bool = False) -> Page[Any]:
-    """One page of ``stmt`` ordered by the string id column ``key`` (ascending or descending)."""
+def _fits(column: ColumnElement[Any], value: Any) -> bool:
+    return is_row_key(value) if column.type.python_type is int else isinstance(value, str)
+
+
+def _after(keys: Sequence[ColumnElement[Any]], values: Sequence[Any], descending: bool) -> ColumnElement[bool]:
+    """Rows strictly after ``values`` in the (lexicographic) key order."""
+    head, rest = keys[0], keys[1:]
+    beyond = head < values[0] if descending else head > values[0]
+    if not rest:
+        return beyond
+    return or_(beyond, and_(head == values[0], _after(rest, values[1:], descending)))
+
+
+def keyset_page(session: Session, stmt: Select[Any], key: ColumnElement[Any] | Sequence[ColumnElement[Any]], *,
+                limit: int, cursor: str | None, what: str, descending: bool = False,
+                entities: bool = True) -> Page[Any]:
+    """One page of ``stmt`` ordered by ``key`` (a column, or columns compared lexicographically).
+
+    ``entities``: the statement selects one ORM entity (the page holds entities), else rows."""
+    keys = list(key) if isinstance(key, Sequence) else [key]
     after = decode_cursor(cursor)
-    if after is not None and not isinstance(after, str):
-        raise invalid_cursor(f"not a {what} cursor")
-    stmt = stmt.order_by(key.desc() if descending else key).limit(limit + 1)
     if after is not None:
-        stmt = stmt.where(key < after if descending else key > after)
-    rows = list(session.scalars(stmt))
+        values = after if len(keys) > 1 else [after]
+        if not (isinstance(values, list) and len(values) == len(keys)
+                and all(_fits(k, v) for k, v in zip(keys, values))):
+            raise invalid_cursor(f"not a {what} cursor")
+        stmt = stmt.where(_after(keys, values, descending))
+    stmt = stmt.order_by(*(k.desc() if descending else k for k in keys)).limit(limit + 1)
+    rows = list(session.scalars(stmt)) if entities else list(session.execute(stmt))
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page(rows, encode_cursor(getattr(rows[-1], key.key)) if more else None)
+    if not more:
+        return Page(rows, None)
+    last = [getattr(rows[-1], k.key) for k in keys]  # type: ignore[attr-defined]
+    return Page(rows, encode_cursor(last if len(keys) > 1 else last[0]))

@@ -17,9 +17,10 @@ log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 
-def problem_response(status: int, title: str, detail: str, *, instance: str | None = None,
-                     slug: str | None = None, errors: list[dict[str, Any]] | None = None,
-                     headers: dict[str, str] | None = None, n_errors: int | None = None) -> JSONResponse:
+def problem_body(status: int, title: str, detail: str, *, instance: str | None = None, slug: str | None = None,
+                 errors: list[dict[str, Any]] | None = None, n_errors: int | None = None) -> dict[str, Any]:
+    """The RFC 9457 body: ``type`` (``urn:evalplan:problem:<slug>``), ``title``, ``status``, ``detail``,
+    ``instance`` and the located ``errors`` (with ``n_errors`` when more were found than listed)."""
     body: dict[str, Any] = {
         "type": f"urn:evalplan:problem:{slug}" if slug else "about:blank",
         "title": title,
@@ -32,6 +33,13 @@ def problem_response(status: int, title: str, detail: str, *, instance: str | No
         body["errors"] = errors
         if n_errors is not None and n_errors > len(errors):
             body["n_errors"] = n_errors
+    return body
+
+
+def problem_response(status: int, title: str, detail: str, *, instance: str | None = None,
+                     slug: str | None = None, errors: list[dict[str, Any]] | None = None,
+                     headers: dict[str, str] | None = None, n_errors: int | None = None) -> JSONResponse:
+    body = problem_body(status, title, detail, instance=instance, slug=slug, errors=errors, n_errors=n_errors)
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 

@@ -35,6 +35,25 @@ def get_model(session: Session, ref: str) -> Model:
     return model
 
 
+def check_reference_form(refs: Any) -> list[str] | str | None:
+    """``reference_models`` must be None, ``"all"`` or a list of model names (ids); 422 otherwise."""
+    if refs is None or refs == "all":
+        return refs
+    if isinstance(refs, str) or not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise InvalidInput('reference_models must be a list of model names or "all"',
+                           [{"field": "reference_models", "detail": f"got {refs!r}"}])
+    return refs
+
+
+def get_reference_models(session: Session, refs: Any) -> list[Model]:
+    """The one reference-model check of a list: its form, every model exists (404 naming it), none
+    is named twice (422). ``"all"`` and None are the caller's to resolve."""
+    models = [get_model(session, ref) for ref in check_reference_form(refs) or []]
+    if len({m.id for m in models}) != len(models):
+        raise InvalidInput("a reference model is named twice", [{"field": "reference_models", "detail": "duplicates"}])
+    return models
+
+
 def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
     """Map each name to its model id, creating missing models in the given order."""
     existing: dict[str, str] = {}

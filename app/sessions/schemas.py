@@ -1,10 +1,12 @@
-"""Request models of the Sequential sessions section of API.md."""
+"""Request/response models of the Sequential sessions section of API.md (``/v1/sessions``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+
+from app.kit.schemas import UtcDatetime
 
 
 class SessionCreate(BaseModel):
@@ -50,7 +52,7 @@ class ObservationsPost(BaseModel):
     observations: list[ObservationBody] | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "ObservationsPost":
+    def _one_form(self) -> ObservationsPost:
         single = self.item is not None or self.score is not None or self.target is not None
         if single and self.observations is not None:
             raise ValueError("give either {item, score} or {observations: [...]}, not both")
@@ -63,3 +65,60 @@ class ObservationsPost(BaseModel):
         if self.observations is not None:
             return [(str(o.item), float(o.score), o.target) for o in self.observations]
         return [(str(self.item), float(self.score), self.target)]  # type: ignore[arg-type]
+
+
+class TargetState(BaseModel):
+    """One target of a multi-target session."""
+
+    status: str
+    stop_reason: str | None
+    n_observed: int
+    estimate: float | None
+    variance: float | None
+    ci: list[float | None]
+
+
+class Proposal(BaseModel):
+    target: str
+    item: str
+
+
+class SessionOut(BaseModel):
+    """The API.md session; multi-target sessions add ``targets``, ``n_latent``, ``next``, ``per_target``
+    (absent from single-target ones)."""
+
+    id: str
+    benchmark: str
+    target: str | None
+    status: str
+    stop_reason: str | None
+    next_items: list[str]
+    n_observed: int
+    estimate: float | None
+    variance: float | None
+    ci: list[float | None] | None
+    method: str
+    config: dict[str, Any]
+    hyperparameters: dict[str, Any] | None
+    reference_models: list[str]
+    created_at: UtcDatetime | None
+    updated_at: UtcDatetime | None
+    targets: list[str] | None = None
+    n_latent: int | None = None
+    next: list[Proposal] | None = None
+    per_target: dict[str, TargetState] | None = None
+
+
+class SessionList(BaseModel):
+    items: list[SessionOut]
+    next_cursor: str | None
+
+
+class TrajectoryPoint(BaseModel):
+    """The estimate after the ``n``-th observation (of ``target``, in a multi-target session)."""
+
+    target: str | None = None
+    n: int
+    estimate: float | None
+    variance: float | None
+    ci: list[float | None]

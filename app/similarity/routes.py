@@ -1,29 +1,33 @@
-"""Benchmark similarity from prompt text (papers/000 §4.4)."""
+"""Benchmark similarity from prompt text (``GET /v1/benchmark-similarity``, papers/000 §4.4)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
+from typing import Annotated
 
-from app.kit.deps import SessionDep, job_accepted
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from app.kit.deps import AppSettings, DbSession, JobQueue
+from app.kit.schemas import JobAccepted
 from app.similarity import service as similarity_service
+from app.similarity.schemas import BenchmarkSimilarity
 
 router = APIRouter(prefix="/v1", tags=["coresets"])
 
 
-@router.get("/benchmark-similarity", responses={202: {"description": "Large or not yet embedded: poll the job."}})
+@router.get("/benchmark-similarity", response_model=BenchmarkSimilarity, response_model_exclude_unset=True,
+            responses={202: {"model": JobAccepted, "description": "Large or not yet embedded: poll the job."}})
 def benchmark_similarity(
-    request: Request,
-    benchmarks: list[str] = Query(..., description="Benchmark names or ids, repeated or comma-separated."),
-    model: str | None = Query(None, description="Embedding model; default EVALPLAN_EMBEDDING_MODEL."),
-    session: Session = SessionDep,
-) -> JSONResponse:
+    session: DbSession,
+    settings: AppSettings,
+    jobs: JobQueue,
+    benchmarks: Annotated[list[str], Query(description="Benchmark names or ids, repeated or comma-separated.")],
+    model: Annotated[str | None, Query(description="Embedding model; default EVALPLAN_EMBEDDING_MODEL.")] = None,
+) -> BenchmarkSimilarity | JSONResponse:
     """M_bb' = I_f(A_b; A_b') / min(f(A_b), f(A_b')) and the greedy benchmark-level FL ordering (eq. 13)."""
     refs = [r.strip() for value in benchmarks for r in value.split(",") if r.strip()]
-    model_name = model or request.app.state.settings.embedding_model
-    result, job, created = similarity_service.similarity_or_job(session, refs, model_name)
+    result, job, created = similarity_service.similarity_or_job(session, refs, model or settings.embedding_model)
     if result is not None:
-        return JSONResponse(result)
+        return BenchmarkSimilarity.model_validate(result)
     assert job is not None
-    return job_accepted(request, session, job, created)
+    return jobs.accepted(session, job, created)

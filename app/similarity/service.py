@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from app.core.benchmark_similarity import benchmark_ordering, benchmark_similarity
 from app.db.models import Benchmark, Item, Job
 from app.kit.errors import InvalidInput
-from app.embeddings.service import ensure_embeddings, load_embeddings
-from app.kit.jobs import JobContext, create_job, register
-from app.benchmarks.service import get_benchmark
+from app.embeddings.repository import load_embeddings
+from app.kit.jobs import create_job
+from app.benchmarks.service import get_benchmarks
 
 KIND = "benchmark_similarity"
 INLINE_MAX_ITEMS = 2000
@@ -45,23 +45,12 @@ def compute(session: Session, benchmark_ids: list[str], model: str) -> dict[str,
     }
 
 
-@register(KIND, queue="gpu")
-def run_benchmark_similarity(ctx: JobContext) -> dict[str, Any]:
-    ids, model = ctx.payload["benchmark_ids"], ctx.payload["model"]
-    ensure_embeddings(ctx.session_factory, ids, model, progress=lambda f: ctx.progress(0.8 * f))
-    with ctx.session_factory() as session:
-        result = compute(session, ids, model)
-    return {**result, "signature": ctx.payload["signature"]}
-
-
 def similarity_or_job(session: Session, refs: list[str], model: str) -> tuple[dict[str, Any] | None, Job | None, bool]:
     """(result, None, False) when cached or small enough to compute now, else (None, job, created)."""
     if len(refs) < 2:
         raise InvalidInput("name at least two benchmarks", [{"parameter": "benchmarks", "detail": f"got {len(refs)}"}])
-    benchmarks = [get_benchmark(session, r) for r in refs]
+    benchmarks = get_benchmarks(session, refs, location="parameter")
     ids = [b.id for b in benchmarks]
-    if len(set(ids)) != len(ids):
-        raise InvalidInput("a benchmark is named twice", [{"parameter": "benchmarks", "detail": "duplicates"}])
     for b in benchmarks:
         if not session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == b.id)):
             raise InvalidInput(f"benchmark {b.name!r} has no item text", [{"parameter": "benchmarks", "benchmark": b.name,

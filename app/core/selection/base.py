@@ -24,10 +24,18 @@ from sklearn.utils import check_array
 
 
 class ParamSpec(NamedTuple):
-    """A user-settable constructor parameter (besides ``k`` and ``seed``)."""
+    """A user-settable constructor parameter (besides ``k`` and ``seed``): its type(s), a description
+    and the value rules a service checks before fitting (``app.kit.validation.check_params``):
+    ``choices``, a ``minimum`` (exclusive with ``exclusive_minimum``), ``nullable``; ``default`` is
+    the value used when the parameter is not given (None: the class's own default)."""
 
     type: type | tuple[type, ...]
     description: str
+    default: Any = None
+    minimum: float | None = None
+    exclusive_minimum: bool = False
+    choices: tuple[Any, ...] = ()
+    nullable: bool = False
 
 
 def check_embeddings(embeddings: Any, dtype: type = np.float64) -> np.ndarray:

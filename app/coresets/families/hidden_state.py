@@ -1,12 +1,12 @@
-"""RepCore coresets (papers/003 §2.2-2.4): validation, the training/selection job, predictions.
+"""Hidden-state coresets: RepCore (papers/003 §2.2-2.4): validation, the training/selection job, predictions.
 
 The science is ``app.core.repcore``; this module moves data between it and the database.
 torch is imported only inside the job (through ``app.core.repcore.alignment``), never by the API.
 
-* create: one benchmark; >= 2 source models (``reference_models``, a list or ``"all"``) with
+* validate: one benchmark; >= 2 source models (``reference_models``, a list or ``"all"``) with
   hidden states on every item and binary scores (default metric) on every item; budget <= N.
-* job (queue ``gpu``): load states + correctness, train the alignment (or reuse the cached
-  ``trained_models`` row with the same sha256 key), consensus embeddings, spherical k-means anchors.
+* job (``coreset``, queue ``gpu``): load states + correctness, train the alignment (or reuse the
+  cached ``trained_models`` row with the same sha256 key), consensus embeddings, spherical k-means anchors.
 * predict: ridge extrapolation over x_i = mean source correctness (eq. 6-8), LOO interval.
 """
 
@@ -15,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,83 +23,77 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.intervals import extrapolation_flag
+from app.core.repcore.anchors import SphericalKMeansAnchors, consensus_embeddings
+from app.core.repcore.extrapolation import RepCoreExtrapolator
+from app.core.selection.base import ParamSpec
+from app.coresets.budget import plan_budget
+from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
+from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, Coreset, HiddenState, Item, Model, Score, TrainedModel
-from app.kit.errors import ErrorCollector, InvalidInput
-from app.coresets.repository import save_selection
+from app.hidden_states.repository import hidden_state_row, load_hidden_states
+from app.kit.errors import InvalidInput
 from app.kit.jobs import JobContext
+from app.kit.validation import check_params, finite_or_none
+from app.models.service import get_reference_models
 
 METHOD = "repcore"
 TRAINED_KIND = "repcore_alignment"
 MIN_SOURCES = 2
 INPUTS = ("embeddings", "correctness")
+EXTRAPOLATION_TOLERANCE = 1e-12  # anchor means within this of the sources' range are inside it
 
-
-@dataclass(frozen=True)
-class Param:
-    kind: str  # "int", "float", "bool", "choice", "float_or_none"
-    default: Any
-    description: str
-    minimum: float | None = None
-    exclusive: bool = False  # minimum is exclusive
-    choices: tuple[str, ...] = ()
-    training: bool = True  # part of the alignment training (and of its cache key)
-
-
-PARAMS: dict[str, Param] = {
-    "d_z": Param("int", 32, "aligned embedding width (§2.2)", 1),
-    "epochs": Param("int", 100, "maximum training epochs (early stopping on the validation split)", 1),
-    "hidden": Param("int", 64, "width of the shared MLP", 1),
-    "proj_dim": Param("int", 128, "width of each source's projection", 1),
-    "lr": Param("float", 1e-3, "AdamW learning rate", 0, exclusive=True),
-    "weight_decay": Param("float", 1e-2, "weight decay", 0),
-    "patience": Param("int", 10, "early-stopping patience (epochs)", 1),
-    "batch_size": Param("int", 256, "items per batch", 1),
-    "standardize": Param("bool", True, "standardize each source's hidden states"),
-    "time_limit_s": Param("float_or_none", None, "stop training after this many seconds", 0, exclusive=True),
-    "input": Param("choice", "embeddings", "cluster the aligned hidden-state embeddings, or the sources' "
-                   "correctness patterns (no training)", choices=INPUTS, training=False),
-    "ridge_alpha": Param("float", 1.0, "ridge penalty of the extrapolator (§2.4)", 0, training=False),
+PARAMS: dict[str, ParamSpec] = {
+    "d_z": ParamSpec(int, "aligned embedding width (§2.2)", 32, minimum=1),
+    "epochs": ParamSpec(int, "maximum training epochs (early stopping on the validation split)", 100, minimum=1),
+    "hidden": ParamSpec(int, "width of the shared MLP", 64, minimum=1),
+    "proj_dim": ParamSpec(int, "width of each source's projection", 128, minimum=1),
+    "lr": ParamSpec(float, "AdamW learning rate", 1e-3, minimum=0, exclusive_minimum=True),
+    "weight_decay": ParamSpec(float, "weight decay", 1e-2, minimum=0),
+    "patience": ParamSpec(int, "early-stopping patience (epochs)", 10, minimum=1),
+    "batch_size": ParamSpec(int, "items per batch", 256, minimum=1),
+    "standardize": ParamSpec(bool, "standardize each source's hidden states", True),
+    "time_limit_s": ParamSpec(float, "stop training after this many seconds", None, minimum=0, exclusive_minimum=True,
+                              nullable=True),
+    "input": ParamSpec(str, "cluster the aligned hidden-state embeddings, or the sources' correctness patterns "
+                       "(no training)", "embeddings", choices=INPUTS),
+    "ridge_alpha": ParamSpec(float, "ridge penalty of the extrapolator (§2.4)", 1.0, minimum=0),
 }
+#: the parameters of the alignment training (and of its cache key); the others act after it
+TRAINING_PARAMS = frozenset(PARAMS) - {"input", "ridge_alpha"}
 
 
-def check_params(params: dict[str, Any]) -> dict[str, Any]:
-    """422 for unknown parameters or bad values (listing the valid ones); returns params with defaults."""
-    unknown = sorted(set(params) - set(PARAMS))
-    if unknown:
-        raise InvalidInput(
-            f"unknown parameter(s) {unknown} for method 'repcore'; valid parameters: {sorted(PARAMS)}",
-            [{"field": f"params.{p}", "detail": f"valid: {sorted(PARAMS)}"} for p in unknown])
-    errors = ErrorCollector()
-    out: dict[str, Any] = {}
-    for name, spec in PARAMS.items():
-        value = params.get(name, spec.default)
-        problem = _param_problem(spec, value)
-        if problem:
-            errors.add(f"{name} {problem} (got {value!r}); {spec.description}", field=f"params.{name}")
-        out[name] = float(value) if spec.kind == "float" and problem is None else value
-    errors.raise_if_any("invalid parameters for 'repcore'")
-    return out
+class HiddenStateFamily:
+    """Coresets from the source models' hidden states (RepCore, papers/003)."""
+
+    name = "hidden_state"
+    methods = (METHOD,)
+    job_kind = "coreset"
+    queue = "gpu"
+    default_level = 0.95
+
+    def check_params(self, method: str, params: dict[str, Any], seed: int, *,
+                     field: str = "params") -> dict[str, Any]:
+        """422 for unknown parameters or bad values (listing the valid ones); returns every parameter,
+        defaults filled in and required floats as floats (the training cache key hashes them)."""
+        given = check_params(PARAMS, params, method=method, field=field)
+        return {name: float(given[name]) if name in given and spec.type is float and not spec.nullable
+                else given.get(name, spec.default) for name, spec in PARAMS.items()}
+
+    def validate(self, session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> SelectionPlan:
+        k, sources = validate_request(session, benchmarks, request.budget, request.reference_models)
+        reference = request.reference_models if request.reference_models == "all" else [m.name for m in sources]
+        return SelectionPlan(payload={"method": METHOD, "k": k, "sources": [m.id for m in sources]},
+                             reference_models=reference, predictor=request.predictor)
+
+    def select(self, ctx: JobContext, coreset_id: str) -> dict[str, Any]:
+        return select_repcore_coreset(ctx, coreset_id, ctx.payload["k"], ctx.payload["sources"])
+
+    def predict(self, session: Session, coreset: Coreset, scores: TargetScores, level: float) -> dict[str, Any]:
+        return predict_repcore(session, coreset, scores.values, scores.model, level)
 
 
-def _param_problem(spec: Param, value: Any) -> str | None:
-    if spec.kind == "choice":
-        return None if value in spec.choices else f"must be one of {list(spec.choices)}"
-    if spec.kind == "bool":
-        return None if isinstance(value, bool) else "must be true or false"
-    if spec.kind == "float_or_none" and value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "must be a number"
-    if spec.kind == "int" and not isinstance(value, int):
-        return "must be an integer"
-    if not math.isfinite(value):
-        return "must be finite"
-    if spec.minimum is not None:
-        if spec.exclusive and not value > spec.minimum:
-            return f"must be > {spec.minimum:g}"
-        if not spec.exclusive and value < spec.minimum:
-            return f"must be >= {spec.minimum:g}"
-    return None
+HIDDEN_STATE = HiddenStateFamily()
 
 
 # --------------------------------------------------------------------------- data access
@@ -157,15 +149,12 @@ def _source_problems(session: Session, benchmark: Benchmark, models: list[Model]
     return problems
 
 
-# --------------------------------------------------------------------------- create
+# --------------------------------------------------------------------------- validation
 
 
 def validate_request(session: Session, benchmarks: list[Benchmark], budget: Any,
                      reference_models: list[str] | str | None) -> tuple[int, list[Model]]:
     """Returns (K, source models in name order); 422 for anything RepCore cannot run on."""
-    from app.coresets.service import plan_budget
-    from app.models.service import get_model
-
     if len(benchmarks) != 1:
         raise InvalidInput(
             f"method 'repcore' selects on one benchmark per coreset; got {len(benchmarks)} "
@@ -188,12 +177,7 @@ def validate_request(session: Session, benchmarks: list[Benchmark], budget: Any,
         problems = _source_problems(session, benchmark, models, item_pks)
         sources = [m for m in models if m.name not in problems]
     else:
-        if isinstance(reference_models, str) or not all(isinstance(r, str) for r in reference_models):
-            raise InvalidInput('reference_models must be a list of model names or "all"',
-                               [{"field": "reference_models", "detail": f"got {reference_models!r}"}])
-        models = [get_model(session, r) for r in reference_models]
-        if len({m.id for m in models}) != len(models):
-            raise InvalidInput("a reference model is named twice", [{"field": "reference_models", "detail": "duplicates"}])
+        models = get_reference_models(session, reference_models)
         problems = _source_problems(session, benchmark, models, item_pks)
         if problems:
             raise InvalidInput(
@@ -224,7 +208,7 @@ def training_key(benchmark: Benchmark, item_pks: np.ndarray, sources: list[Model
         "items": hashlib.sha256(np.asarray(item_pks, dtype="<i8").tobytes()).hexdigest(),
         "sources": [m.id for m in sources],
         "hidden_states": [[hs.id, hs.created_at.isoformat() if hs.created_at else None] for hs in states],
-        "params": {k: v for k, v in sorted(params.items()) if PARAMS[k].training}, "seed": seed,
+        "params": {k: v for k, v in sorted(params.items()) if k in TRAINING_PARAMS}, "seed": seed,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
@@ -256,14 +240,10 @@ class _Progress:
 
 
 def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids: list[str]) -> dict[str, Any]:
-    from app.hidden_states.service import hidden_state_row, load_hidden_states
-
     started = time.perf_counter()
+    coreset = load_for_job(ctx, coreset_id)
+    params, seed = dict(coreset.params or {}), coreset.seed
     with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id)
-        if coreset is None:
-            raise LookupError(f"coreset {coreset_id} vanished")
-        params, seed = dict(coreset.params or {}), coreset.seed
         benchmark = session.get(Benchmark, coreset.benchmark_ids[0])
         sources = [session.get(Model, m) for m in source_ids]
         if benchmark is None or any(m is None for m in sources):
@@ -284,8 +264,6 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
         source_names = [m.name for m in sources]
     ctx.progress(0.1)
 
-    from app.core.repcore.anchors import SphericalKMeansAnchors, consensus_embeddings
-
     test_auc: float | None = None
     reused = False
     training: dict[str, Any] | None = None
@@ -294,9 +272,9 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
             embeddings, test_auc = _unpack(cached_blob)
             reused = True
         else:
-            from app.core.repcore.alignment import AlignmentTrainer
+            from app.core.repcore.alignment import AlignmentTrainer  # torch: only ever imported in this job
 
-            train_params = {k_: v for k_, v in params.items() if PARAMS[k_].training}
+            train_params = {k_: v for k_, v in params.items() if k_ in TRAINING_PARAMS}
             trainer = AlignmentTrainer(**train_params, seed=seed).fit(
                 states, correctness, progress=_Progress(ctx, 0.1, 0.8))
             embeddings, test_auc = list(trainer.embeddings_), float(trainer.test_auc_)
@@ -308,7 +286,7 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
             with ctx.session_factory() as session:
                 try:
                     session.add(TrainedModel(key=key, kind=TRAINED_KIND, benchmark_id=benchmark_id, blob=blob,
-                                             meta={"test_auc": _finite(test_auc), "sources": source_names,
+                                             meta={"test_auc": finite_or_none(test_auc), "sources": source_names,
                                                    "params": train_params, "seed": seed}))
                     session.commit()
                 except IntegrityError:  # an identical job stored it first
@@ -323,10 +301,10 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
     gains = np.asarray(getattr(anchors, "gains_", np.full(len(ranking), np.nan)), dtype=float)
     weights = np.asarray(anchors.weights_, dtype=float)
     rows = [{"coreset_id": coreset_id, "rank": r + 1, "item_pk": int(item_pks[i]), "benchmark_id": benchmark_id,
-             "gain": _finite(gains[r]), "weight": _finite(weights[r])} for r, i in enumerate(ranking.tolist())]
+             "gain": finite_or_none(gains[r]), "weight": finite_or_none(weights[r])} for r, i in enumerate(ranking.tolist())]
     diagnostics = {
         "k": k, "per_benchmark": {benchmark_id: len(rows)}, "n_items": int(len(item_pks)),
-        "source_models": source_names, "input": params["input"], "test_auc": _finite(test_auc),
+        "source_models": source_names, "input": params["input"], "test_auc": finite_or_none(test_auc),
         "reused_training": reused, "training_key": key if params["input"] == "embeddings" else None,
         "training": training, "seconds": round(time.perf_counter() - started, 3),
     }
@@ -335,18 +313,12 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
             **{k_: v for k_, v in diagnostics.items() if k_ != "per_benchmark"}}
 
 
-def _finite(x: Any) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
-
-
 # --------------------------------------------------------------------------- predict
 
 
-def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
-            level: float) -> dict[str, Any]:
+def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
+                    level: float) -> dict[str, Any]:
     """Eq. 6-8: ridge over x_i = mean source correctness from the target's anchor scores, LOO interval."""
-    from app.core.repcore.extrapolation import RepCoreExtrapolator
-
     benchmark = session.get(Benchmark, coreset.benchmark_ids[0])
     diagnostics = coreset.diagnostics or {}
     names = list(diagnostics.get("source_models") or [])
@@ -373,10 +345,10 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
     extrapolator.fit(anchor_idx, y_anchor, x)
     estimate = float(extrapolator.estimate_)
     lo, hi = extrapolator.loo_interval(anchor_idx, correctness, x, level=level)
-    interval = [_finite(lo), _finite(hi)]
+    interval = [finite_or_none(lo), finite_or_none(hi)]
     source_means = correctness[:, anchor_idx].mean(axis=1)
     target_mean = float(y_anchor.mean())
-    extrapolation = bool(target_mean < source_means.min() - 1e-12 or target_mean > source_means.max() + 1e-12)
+    extrapolation = extrapolation_flag(target_mean, source_means, tolerance=EXTRAPOLATION_TOLERANCE)
     entry = {"estimate": estimate, "interval": interval, "std_error": None, "n_items": len(observed),
              "n_total": int(len(item_pks)), "method": "repcore_ridge"}
     capability = benchmark.capability or benchmark.name

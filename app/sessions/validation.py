@@ -1,0 +1,236 @@
+"""Request checks of sessions: the configuration, targets and reference models of a new session,
+and the observations posted to one (all located 4xx problems, nothing stored on failure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.benchmarks.service import scale_of
+from app.core.sequential import SessionConfig
+from app.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
+from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.models.service import check_reference_form
+from app.sessions.priors import load_prior
+
+METHODS = ("bayesame", "bayesame_rs", "rs_mean")
+MULTI_METHODS = ("bayesame", "bayesame_rs")
+CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
+                 "hyperparameters", "seed")
+MAX_OBSERVATIONS_PER_REQUEST = 10_000
+MAX_TARGETS = 32  # the joint posterior costs O(T B n) per observation
+MAX_LATENT = 16
+
+
+@dataclass
+class SessionRequest:
+    benchmark: str
+    target: str | None = None
+    targets: list[str] | None = None
+    n_latent: int | None = None
+    reference_models: list[str] | str | None = None
+    method: str = "bayesame"
+    epsilon1: float | None = None
+    epsilon2: float | None = None
+    window: int | None = None
+    refit_every: int | None = None
+    max_items: int | None = None
+    batch_size: int | None = None
+    hyperparameters: dict[str, float] | None = None
+    seed: int | None = None
+
+
+def config_of(request: SessionRequest) -> Any:
+    if request.method not in METHODS:
+        raise InvalidInput(f"unknown method {request.method!r}; valid methods: {', '.join(METHODS)}",
+                           [{"field": "method", "detail": f"must be one of {', '.join(METHODS)}"}])
+    given = {name: getattr(request, name) for name in CONFIG_FIELDS if getattr(request, name) is not None}
+    try:
+        config = SessionConfig(method=request.method, **given)
+        config.validate()
+    except (ValueError, TypeError) as exc:
+        message = str(exc)
+        head = message.split(":", 1)[0].strip()
+        field = head if head in CONFIG_FIELDS + ("method", "n0") else next(
+            (f for f in sorted(CONFIG_FIELDS, key=len, reverse=True) if f in message), None)
+        raise InvalidInput(f"invalid session configuration: {message}",
+                           [{"field": field or "config", "detail": message}]) from None
+    return config
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def resolve_target(session: Session, target: str, field: str = "target") -> str:
+    target = target.strip() if isinstance(target, str) else target
+    if not isinstance(target, str) or not target or len(target) > 300:
+        raise InvalidInput(f"{field} must be a model name of 1 to 300 characters",
+                           [{"field": field, "detail": f"got {target!r}"}])
+    known = session.scalars(select(Model.name).where(Model.id == target)).first()
+    return known or target  # an id of a known model stands for its name; any other string is a new model
+
+
+def resolve_targets(session: Session, request: SessionRequest) -> tuple[str | None, list[str] | None]:
+    """(target, None) for a single-target request, (None, [names]) for a multi-target one."""
+    if request.targets is None:
+        if request.target is None:
+            raise InvalidInput("give target (one model) or targets (two or more models)",
+                               [{"field": "target", "detail": "missing"}])
+        if request.n_latent is not None:
+            raise InvalidInput("n_latent applies to multi-target sessions (targets) only",
+                               [{"field": "n_latent", "detail": "not allowed with target"}])
+        return resolve_target(session, request.target), None
+    if request.target is not None:
+        raise InvalidInput("give either target or targets, not both",
+                           [{"field": "targets", "detail": "not allowed with target"}])
+    if not isinstance(request.targets, list) or not 2 <= len(request.targets) <= MAX_TARGETS:
+        raise InvalidInput(f"targets must list 2 to {MAX_TARGETS} model names",
+                           [{"field": "targets", "detail": f"got {request.targets!r}"}])
+    names: list[str] = []
+    for k, given in enumerate(request.targets):
+        name = resolve_target(session, given, f"targets.{k}")
+        if name in names:
+            raise InvalidInput(f"targets must be distinct; {name!r} is given twice",
+                               [{"field": f"targets.{k}", "detail": f"duplicate of targets.{names.index(name)}"}])
+        names.append(name)
+    return None, names
+
+
+def resolve_references(session: Session, refs: list[str] | str | None, targets: list[str],
+                        model_ids: list[str], model_names: list[str]) -> list[int]:
+    """Row indices (into the benchmark's score matrix) of the reference models (never a target)."""
+    refs = check_reference_form(refs)
+    if refs is None or refs == "all":
+        rows = [i for i, name in enumerate(model_names) if name not in targets]
+    else:
+        row_of_id = {m: i for i, m in enumerate(model_ids)}
+        row_of_name = {n: i for i, n in enumerate(model_names)}
+        rows, errors = [], []
+        for k, ref in enumerate(refs):
+            row = row_of_name.get(ref, row_of_id.get(ref))
+            if row is None:
+                exists = session.scalars(select(Model.id).where((Model.name == ref) | (Model.id == ref))).first()
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"model {ref!r} has no scores on this benchmark" if exists
+                               else f"no model with id or name {ref!r}"})
+            elif model_names[row] in targets:
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"the target {model_names[row]!r} cannot be its own reference"})
+            elif row not in rows:
+                rows.append(row)
+        if errors:
+            raise InvalidInput(f"invalid reference_models: {errors[0]['detail']}", errors)
+    rows.sort()  # canonical (upload) order: the prior is keyed by the set, not the order given
+    if len(rows) < 2:
+        raise InvalidInput(f"a session needs at least 2 reference models with scores on the benchmark; "
+                           f"found {len(rows)}",
+                           [{"field": "reference_models", "detail": f"{len(rows)} usable reference model(s)"}])
+    return rows
+
+
+def n_latent_of(request: SessionRequest, config: Any) -> int:
+    if config.method not in MULTI_METHODS:
+        raise InvalidInput(f"multi-target sessions support the methods {', '.join(MULTI_METHODS)}; "
+                           f"got {config.method!r}",
+                           [{"field": "method", "detail": f"must be one of {', '.join(MULTI_METHODS)} with targets"}])
+    n_latent = 2 if request.n_latent is None else request.n_latent
+    if isinstance(n_latent, bool) or not isinstance(n_latent, int) or not 1 <= n_latent <= MAX_LATENT:
+        raise InvalidInput(f"n_latent must be an integer from 1 to {MAX_LATENT}",
+                           [{"field": "n_latent", "detail": f"got {n_latent!r}"}])
+    return n_latent
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@dataclass
+class ObservationIn:
+    item: str
+    score: float
+    target: str | None = None  # required for (and only for) a multi-target session
+
+
+def target_indices(row: EvalSession, observations: list[ObservationIn]) -> list[int]:
+    """Each observation's target index (0 for a single-target session); 422 on a missing, unknown or
+    misplaced target, 409 on a stopped one."""
+    if not row.targets:
+        misplaced = [{"field": f"observations.{k}.target", "item": o.item,
+                      "detail": "target is for multi-target sessions only"}
+                     for k, o in enumerate(observations) if o.target is not None]
+        if misplaced:
+            raise InvalidInput(f"session {row.id} has a single target; observations take no target", misplaced)
+        return [0] * len(observations)
+    index_of = {name: t for t, name in enumerate(row.targets)}
+    invalid = [{"field": f"observations.{k}.target", "item": o.item,
+                "detail": "missing: give one of the session's targets" if o.target is None
+                else f"{o.target!r} is not a target of this session ({', '.join(row.targets)})"}
+               for k, o in enumerate(observations) if o.target not in index_of]
+    if invalid:
+        raise InvalidInput(f"invalid observation target: {invalid[0]['detail']}", invalid)
+    per_target = (row.target_state or {}).get("per_target", {})
+    stopped = [{"field": f"observations.{k}.target", "item": o.item, "target": o.target,
+                "detail": f"target {o.target!r} has stopped ({per_target[o.target]['stop_reason']})"}
+               for k, o in enumerate(observations) if per_target.get(o.target, {}).get("status") == "stopped"]
+    if stopped:
+        raise Conflict(f"{stopped[0]['detail']}; it takes no more observations", stopped)
+    return [index_of[o.target] for o in observations]  # type: ignore[index]
+
+
+def validate_observations(session: Session, row: EvalSession,
+                           observations: list[ObservationIn]) -> list[tuple[int, int, str, float]]:
+    """The new (target_index, item_pk, item_id, score) to record, in request order; raises on any problem."""
+    benchmark = session.get(Benchmark, row.benchmark_id)
+    assert benchmark is not None
+    scale = scale_of(benchmark)
+    targets = target_indices(row, observations)
+    wanted = list(dict.fromkeys(o.item for o in observations))
+    pk_of: dict[str, int] = {}
+    for start in range(0, len(wanted), 1000):
+        chunk = wanted[start:start + 1000]
+        pk_of.update(session.execute(select(Item.item_id, Item.pk).where(
+            Item.benchmark_id == row.benchmark_id, Item.item_id.in_(chunk))).all())
+    unknown = [{"field": f"observations.{k}.item", "item": o.item,
+                "detail": f"benchmark {benchmark.name!r} has no item {o.item!r}"}
+               for k, o in enumerate(observations) if o.item not in pk_of]
+    if unknown:
+        raise NotFound(f"unknown item {unknown[0]['item']!r} in benchmark {benchmark.name!r}", unknown)
+    entry = load_prior(session, row.prior_key)
+    invalid = []
+    for k, o in enumerate(observations):
+        reason = scale.problem(float(o.score))
+        if reason is not None:
+            invalid.append({"field": f"observations.{k}.score", "item": o.item, "detail": reason})
+        elif pk_of[o.item] not in entry.index_of_pk:
+            invalid.append({"field": f"observations.{k}.item", "item": o.item,
+                            "detail": "the item was added to the benchmark after this session started"})
+    if invalid:
+        raise InvalidInput(f"invalid observation: {invalid[0]['detail']}", invalid)
+
+    pks = list({pk_of[o.item] for o in observations})
+    stored: dict[tuple[int, int], float] = {}
+    for start in range(0, len(pks), 1000):
+        stored.update(((int(t), int(pk)), score) for t, pk, score in session.execute(
+            select(SessionObservation.target_index, SessionObservation.item_pk, SessionObservation.score).where(
+                SessionObservation.session_id == row.id,
+                SessionObservation.item_pk.in_(pks[start:start + 1000]))))
+    conflicts, new, seen = [], [], {}
+    for k, (o, t) in enumerate(zip(observations, targets)):
+        key, score = (t, pk_of[o.item]), float(o.score)
+        before = stored.get(key, seen.get(key))
+        if before is None:
+            seen[key] = score
+            new.append((t, key[1], o.item, score))
+        elif before != score:
+            whose = f" for target {o.target!r}" if row.targets else ""
+            conflicts.append({"field": f"observations.{k}", "item": o.item,
+                              "detail": f"item {o.item!r} already has score {before!r}{whose}; got {score!r}",
+                              **({"target": o.target} if row.targets else {})})
+    if conflicts:
+        raise Conflict(f"conflicting score for an already observed item: {conflicts[0]['detail']}", conflicts)
+    return new
