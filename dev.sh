@@ -4,6 +4,7 @@
 #                    (SQLite file ./evalplan.db, in-process jobs, packaged embedding model)
 #                    at http://127.0.0.1:8000 (OpenAPI docs at /docs)
 #   ./dev.sh test    set up .venv and run the whole test suite (real PostgreSQL + Redis + a Celery worker)
+#   ./dev.sh lint    set up .venv and run the lint and type gates (ruff, mypy), as CI does first
 #   ./dev.sh setup   only set up .venv
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,5 +39,6 @@ case "$command" in
   setup) setup ;;
   serve) setup; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
   test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
-  *) echo "usage: ./dev.sh serve|test|setup" >&2; exit 2 ;;
+  lint)  setup; "$VENV/bin/ruff" check . && exec "$VENV/bin/mypy" ;;
+  *) echo "usage: ./dev.sh serve|test|lint|setup" >&2; exit 2 ;;
 esac

@@ -82,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def backtest_command(args: argparse.Namespace) -> int:
+    from app.benchmarks.score_formats import parse_wide_csv
     from app.core.backtest import DEFAULT_PREDICTOR as DEFAULT_PREDICTORS
     from app.core.backtest import markdown_table, run_backtest, summarize
     from app.core.score_scale import ScoreScale
     from app.core.suite_backtest import run_suite_backtest
     from app.kit.errors import InvalidInput
-    from app.benchmarks.score_formats import parse_wide_csv
 
     uploads = []
     for path in args.scores:
@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evalplan worker: unknown queues {sorted(unknown)}; choose among cpu,gpu", file=sys.stderr)
             return 2
         if not settings.uses_celery:
-            print("evalplan worker: set EVALPLAN_REDIS_URL (without it, jobs run inside `evalplan serve`)", file=sys.stderr)
+            print("evalplan worker: set EVALPLAN_REDIS_URL (without it, jobs run inside `evalplan serve`)",
+                  file=sys.stderr)
             return 2
         from workers.celery_app import celery_app
 

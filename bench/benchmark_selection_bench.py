@@ -163,7 +163,7 @@ def render(results: dict, splits: int, seconds: float) -> str:
 def interpretation(results: dict) -> str:
     # filled in from the numbers so the text stays true if the bench is rerun
     lines = []
-    for (name, short, kmax), (res, _) in results.items():
+    for (_name, short, kmax), (res, _) in results.items():
         lab = res["labels"]
         m = {l: res["r2"][l].mean(axis=0) for l in lab}
         v = {l: res["rv"][l].mean(axis=0) for l in lab}
@@ -173,7 +173,8 @@ def interpretation(results: dict) -> str:
         d_mi = res["r2"][fl] - res["r2"][mi]
         d_en = res["r2"][fl] - res["r2"][en]
         n = d_mi.shape[0]
-        fmt = lambda d: ", ".join(f"{a:+.3f} ± {b:.3f}" for a, b in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(n)))
+        def fmt(d: np.ndarray, n: int = n) -> str:
+            return ", ".join(f"{a:+.3f} ± {b:.3f}" for a, b in zip(d.mean(0), d.std(0, ddof=1) / np.sqrt(n)))
         lines.append(
             f"- **{short}**, paired test-R² differences (mean ± SE over splits, k = 1..{kmax}): "
             f"FL − greedy MI: {fmt(d_mi)}; FL − greedy entropy: {fmt(d_en)}."

@@ -26,8 +26,8 @@ import httpx
 import psutil
 import psycopg
 
-from bench.server import ROOT, data_dir, fresh_database, running_server
 from bench.markdown_sections import write_section as write_marked_section
+from bench.server import data_dir, fresh_database, running_server
 
 
 class PeakRss:
@@ -42,7 +42,7 @@ class PeakRss:
             self.peak = max(self.peak, self.process.memory_info().rss)
             time.sleep(0.01)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 

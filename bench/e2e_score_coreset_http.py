@@ -37,8 +37,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from app.core.backtest import _predict, _select, run_backtest, split_models
-from bench.server import data_dir, fresh_database, running_server
 from bench.markdown_sections import write_section
+from bench.server import data_dir, fresh_database, running_server
 
 START, END = "<!-- e2e-score-coreset -->", "<!-- /e2e-score-coreset -->"
 BENCH = "musr"

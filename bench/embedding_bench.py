@@ -38,15 +38,15 @@ from sqlalchemy import delete  # noqa: E402
 
 from app.core.embedder import load_embedder  # noqa: E402
 from app.core.embedding_text import item_text  # noqa: E402
-from app.kit.db import make_engine, make_session_factory  # noqa: E402
 from app.db.migrate import upgrade  # noqa: E402
 from app.db.models import Embedding  # noqa: E402
-from app.main import create_app  # noqa: E402
 from app.embeddings.repository import load_embeddings  # noqa: E402
+from app.kit.db import make_engine, make_session_factory  # noqa: E402
 from app.kit.settings import Settings  # noqa: E402
+from app.main import create_app  # noqa: E402
+from bench.markdown_sections import write_section as write_marked_section
 from bench.server import data_dir  # noqa: E402
 from workers.dispatch import InProcessDispatcher  # noqa: E402
-from bench.markdown_sections import write_section as write_marked_section
 
 BEGIN, END = "<!-- embeddings -->", "<!-- /embeddings -->"
 BENCHMARK = "gsm8k_text"

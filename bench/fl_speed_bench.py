@@ -55,6 +55,7 @@ from app.core.selection.facility_location import (
     greedy_facility_location,
     sparsity_t,
 )
+from bench.markdown_sections import write_section as write_marked_section
 
 PROFILES = ("paper", "moderate", "equal")
 
@@ -113,7 +114,6 @@ import sys
 from pathlib import Path
 import numpy as np
 from app.core.selection.facility_location import build_similarity_graph
-from bench.markdown_sections import write_section as write_marked_section
 
 def status_kb(field):
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from app.core.backtest import impute_item_mean
-from bench import markdown_sections
-from app.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
-from app.core.score_scale import ScoreScale
 from app.benchmarks.score_formats import parse_wide_csv
+from app.core.backtest import impute_item_mean
+from app.core.score_scale import ScoreScale
+from app.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
+from bench import markdown_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 START = "<!-- multi-benchmark -->"

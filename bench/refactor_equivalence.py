@@ -172,7 +172,7 @@ def upload_hidden_states(client: Any, data: dict[str, np.ndarray]) -> list[str]:
     rng = np.random.default_rng(7)
     basis = rng.normal(size=(N_ITEMS, 6))
     sources = [f"m{m:02d}" for m in range(5)]
-    for m, name in enumerate(sources):
+    for name in sources:
         states = (basis @ rng.normal(size=(6, 12)) + 0.1 * rng.normal(size=(N_ITEMS, 12))).astype(np.float32)
         buf = io.BytesIO()
         np.savez(buf, ids=np.array(item_ids()), states=states)
@@ -240,20 +240,22 @@ def fingerprint(out_path: Path) -> None:
     print(f"wrote {out_path}", file=sys.stderr)
 
 
-def compare(before: Any, after: Any, path: str = "") -> list[str]:
-    """Every place where the two fingerprints differ (floats compared exactly)."""
+def compare(before: Any, after: Any, path: str = "") -> list[tuple[str, float | None, str]]:
+    """Every place where the two fingerprints differ: (path, relative difference for two floats else None, text)."""
     if isinstance(before, dict) and isinstance(after, dict):
-        diffs = [f"{path}.{k}: only in {'before' if k in before else 'after'}" for k in set(before) ^ set(after)]
+        diffs = [(f"{path}.{k}", None, f"only in {'before' if k in before else 'after'}") for k in set(before) ^ set(after)]
         for k in sorted(set(before) & set(after)):
             diffs += compare(before[k], after[k], f"{path}.{k}")
         return diffs
     if isinstance(before, list) and isinstance(after, list):
         if len(before) != len(after):
-            return [f"{path}: length {len(before)} != {len(after)}"]
+            return [(path, None, f"length {len(before)} != {len(after)}")]
         return [d for i, (b, a) in enumerate(zip(before, after)) for d in compare(b, a, f"{path}[{i}]")]
-    if isinstance(before, float) and isinstance(after, float) and math.isnan(before) and math.isnan(after):
-        return []
-    return [] if before == after else [f"{path}: {before!r} != {after!r}"]
+    if isinstance(before, float) and isinstance(after, float):
+        if (math.isnan(before) and math.isnan(after)) or before == after:
+            return []
+        return [(path, abs(before - after) / max(abs(before), abs(after)), f"{before!r} != {after!r}")]
+    return [] if before == after else [(path, None, f"{before!r} != {after!r}")]
 
 
 def count_values(value: Any) -> int:
@@ -268,6 +270,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="write the fingerprint here")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--show", type=int, default=20, help="differences listed with --compare")
     args = parser.parse_args()
     if args.out:
         fingerprint(args.out)
@@ -275,11 +278,12 @@ def main() -> int:
         before, after = (json.loads(p.read_text()) for p in args.compare)
         diffs = compare(before, after)
         for section in sorted(before):
-            n = count_values(before[section])
-            d = sum(1 for x in diffs if x.startswith(f".{section}."))
-            print(f"{section}: {n} values compared, {d} differ")
-        for line in diffs[:50]:
-            print(line)
+            mine = [d for d in diffs if d[0].startswith(f".{section}.")]
+            floats = [d[1] for d in mine if d[1] is not None]
+            print(f"{section}: {count_values(before[section])} values compared, {len(mine) - len(floats)} differ "
+                  f"exactly, {len(floats)} floats differ" + (f" (max relative difference {max(floats):.1e})" if floats else ""))
+        for where, _, text in diffs[:args.show]:
+            print(f"{where}: {text}")
         return 1 if diffs else 0
     return 0
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from app.core.score_scale import ScoreScale
 from app.benchmarks.score_formats import parse_wide_csv
+from app.core.score_scale import ScoreScale
 from bench.markdown_sections import write_section
 from bench.server import data_dir, fresh_database, running_server
 

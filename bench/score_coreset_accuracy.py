@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from app.benchmarks.score_formats import parse_wide_csv
 from app.core.backtest import run_backtest, summarize
 from app.core.score_scale import ScoreScale
-from app.benchmarks.score_formats import parse_wide_csv
 from bench.markdown_sections import write_section
 
 ROOT = Path(__file__).resolve().parents[1]

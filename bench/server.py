@@ -7,16 +7,16 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from app.kit.db import make_engine
 from app.db.migrate import upgrade
+from app.kit.db import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get("EVALPLAN_BENCH_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

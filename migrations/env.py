@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import pool
 
-from app.kit.db import make_engine, normalize_url
 from app.db.models import Base
+from app.kit.db import make_engine, normalize_url
 from app.kit.settings import Settings
 
 config = context.config

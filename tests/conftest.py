@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from service_bringup import Services, ServicesUnavailable, bring_up  # noqa: E402
 
-from app.kit.db import make_engine, make_session_factory  # noqa: E402
 from app.db.migrate import upgrade  # noqa: E402
 from app.db.models import Base  # noqa: E402
-from app.main import create_app  # noqa: E402
+from app.kit.db import make_engine, make_session_factory  # noqa: E402
 from app.kit.settings import Settings  # noqa: E402
+from app.main import create_app  # noqa: E402
 from workers.dispatch import InProcessDispatcher  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

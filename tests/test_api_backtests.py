@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import wait_for_job
 
 from app.core.backtest import run_backtest
-from conftest import wait_for_job
 
 N_MODELS, N_ITEMS = 40, 50
 FINITE = ("rmse", "mae", "spearman", "kendall", "coverage", "stability", "seconds")

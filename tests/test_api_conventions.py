@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import conftest
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-import conftest
 from app.db.models import Benchmark, IdempotencyRecord, Model, Score
 from app.main import create_app
 

@@ -8,16 +8,16 @@ import json
 import zipfile
 from collections.abc import Iterator
 
+import conftest
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-import conftest
-from app.db.models import HiddenState, HiddenStateChunk, Model
-from app.main import create_app
-from app.hidden_states.repository import load_hidden_states
 from app.benchmarks.service import get_benchmark
+from app.db.models import HiddenState, HiddenStateChunk, Model
+from app.hidden_states.repository import load_hidden_states
+from app.main import create_app
 from app.models.service import get_model
 
 PROBLEM = "application/problem+json"

@@ -9,13 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
-
 from conftest import settings_for as make_test_settings
 from conftest import wait_for_job
+from fastapi.testclient import TestClient
 from lm_eval_logs import make_docs, records_to_bytes, samples_filename, samples_log_bytes, samples_log_records
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Benchmark, Item, Job, Model, Score
 from app.main import create_app

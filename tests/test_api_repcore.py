@@ -9,9 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
-
 from conftest import wait_for_job
+from sqlalchemy import func, select
 
 from app.core.repcore.extrapolation import RepCoreExtrapolator
 from app.core.repcore.synthetic import make_synthetic_suite
@@ -92,7 +91,7 @@ def test_repcore_end_to_end(committed_client, committed_session_factory, suite) 
 
     # predict from a target's anchor scores
     position = {item: j for j, item in enumerate(ids())}
-    for t, target in enumerate(suite.target_correctness):
+    for target in suite.target_correctness:
         scores = [{"benchmark": "syn", "item": i["item"], "score": float(target[position[i["item"]]])}
                   for i in coreset["items"]]
         truth = float(target.mean())

@@ -9,9 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
-
 from conftest import wait_for_job
+from sqlalchemy import func, select
 
 from app.db.models import Coreset
 

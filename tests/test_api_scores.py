@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import conftest
 import pytest
+from conftest import wait_for_job
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-import conftest
 from app.db.models import Benchmark, Item, Model, Score
 from app.main import create_app
-from conftest import wait_for_job
 
 PROBLEM = "application/problem+json"
 CSV = {"content-type": "text/csv"}

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from conftest import NoJobsDispatcher, settings_for
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -18,8 +19,6 @@ from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
 from app.sessions.cache import clear_caches
-
-from conftest import NoJobsDispatcher, settings_for
 
 N_ITEMS = 60
 N_REFS = 8

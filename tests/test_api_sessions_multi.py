@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import NoJobsDispatcher, settings_for
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
@@ -18,8 +19,6 @@ from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
 from app.sessions.cache import clear_caches
 from app.sessions.state import session_stop_reason
-
-from conftest import NoJobsDispatcher, settings_for
 
 N_ITEMS = 40
 N_REFS = 8

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_embedded_server import free_port
 
 from app.client import EvalplanClient, EvalplanError, run_session
-from test_embedded_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

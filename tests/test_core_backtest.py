@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from app.core.backtest import (impute_item_mean, nogueira_stability, regression_metrics,
-                               run_backtest, split_models)
-
+from app.core.backtest import impute_item_mean, nogueira_stability, regression_metrics, run_backtest, split_models
 from app.core.selection.score_based import SCORE_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]

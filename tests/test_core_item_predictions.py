@@ -8,8 +8,12 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge
 
 from app.core.backtest import run_backtest
-from app.core.item_predictions import (_loo_lambda, agreement_per_target, anchor_item_predictions,
-                                       regression_item_predictions)
+from app.core.item_predictions import (
+    _loo_lambda,
+    agreement_per_target,
+    anchor_item_predictions,
+    regression_item_predictions,
+)
 from app.core.predictors import LAMBDAS_BINARY, polynomial_kernel
 
 

@@ -33,7 +33,7 @@ def _naive(sel: MRMR, Y):
 
     rel = np.array([relv(j) for j in range(m)])
     chosen, gains = [], []
-    for t in range(sel.k):
+    for _ in range(sel.k):
         best, bj = -np.inf, None
         for j in range(m):
             if j in chosen or const[j]:

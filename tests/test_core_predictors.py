@@ -10,11 +10,11 @@ from sklearn.linear_model import Ridge
 from app.core.intervals import (
     cross_fitted_errors,
     extrapolation_flag,
-    interval_from_errors,
-    pooled_errors,
     guarded_predict,
+    interval_from_errors,
     jackknife_plus_bounds,
     loo_conformal_interval,
+    pooled_errors,
 )
 from app.core.predictors import (
     LAMBDAS_BINARY,
@@ -219,7 +219,7 @@ def test_cross_fitted_errors_include_the_selection() -> None:
         ci = loo_conformal_interval(RidgePredictor, X[:M][:, idx], y[:M], X[M, idx], level=level)
         hit_loo += int(ci.lower[0] <= y[M] <= ci.upper[0])
 
-        def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        def fit_predict(train: np.ndarray, test: np.ndarray, X: np.ndarray = X, y: np.ndarray = y) -> np.ndarray:
             assert not set(train) & set(test) and len(train) + len(test) == M
             j = select(X[train], y[train])
             return RidgePredictor().fit(X[train][:, j], y[train]).predict(X[test][:, j])

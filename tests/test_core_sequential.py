@@ -8,8 +8,14 @@ import zlib
 import numpy as np
 import pytest
 
-from app.core.sequential import (BucketPrior, SequentialEstimator, SessionConfig, Z975,
-                                 fit_alpha_beta, neg_log_marginal_likelihood)
+from app.core.sequential import (
+    Z975,
+    BucketPrior,
+    SequentialEstimator,
+    SessionConfig,
+    fit_alpha_beta,
+    neg_log_marginal_likelihood,
+)
 
 TOL = 1e-9
 
@@ -566,6 +572,7 @@ def test_fit_escapes_large_beta_plateau():
     plateau). A single L-BFGS-B run started there (where the first projected step from (1, 1) lands on
     helm_lite_gsm) stays there; the multi-start fit finds the far better interior optimum."""
     from scipy.optimize import minimize
+
     from app.core.sequential.hyper import LOG_BOUNDS
     r, D2, noise = _binary_irt_problem()
     corner = np.log([1e2, 1e4])

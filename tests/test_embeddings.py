@@ -8,22 +8,21 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import wait_for_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from conftest import wait_for_job
-
+from app.benchmarks import items as item_service
+from app.benchmarks import service as benchmark_service
+from app.benchmarks.items import ItemRecord
+from app.benchmarks.service import get_benchmark
 from app.core import embedder as embedder_module
 from app.core.embedder import PACKAGED_MODEL, Embedder, load_embedder
 from app.core.embedding_text import item_text, text_hash
 from app.db.models import Embedding, Item
-from app.kit.errors import InvalidInput, NotFound
-from app.benchmarks import service as benchmark_service
-from app.benchmarks import items as item_service
 from app.embeddings.repository import load_embeddings
 from app.embeddings.service import ensure_embeddings
-from app.benchmarks.items import ItemRecord
-from app.benchmarks.service import get_benchmark
+from app.kit.errors import InvalidInput, NotFound
 
 PROBLEM = "application/problem+json"
 NDJSON = {"content-type": "application/x-ndjson"}

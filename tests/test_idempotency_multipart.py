@@ -2,8 +2,9 @@
 
 import io
 
-from app.kit.middleware import request_fingerprint
 from lm_eval_logs import make_docs, samples_log_bytes
+
+from app.kit.middleware import request_fingerprint
 
 
 def _fingerprint(boundary: bytes, text: bytes) -> str:

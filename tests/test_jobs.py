@@ -9,10 +9,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from conftest import wait_for_job
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
-
-from conftest import wait_for_job
 
 from app.db.models import Job
 from app.kit.errors import InvalidInput

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from app.kit.errors import InvalidInput
 from app.integrations.lm_eval import (
     LmEvalTaskLog,
     compact_json,
     parse_samples,
     task_from_filename,
 )
+from app.kit.errors import InvalidInput
 
 try:  # tests/ is a rootdir-relative directory, or a package if someone adds __init__.py
     from lm_eval_logs import (

@@ -13,9 +13,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from app.kit.db import make_engine
 from app.db.migrate import alembic_config, downgrade, upgrade
 from app.db.models import Base
+from app.kit.db import make_engine
 
 MIGR_DB = "evalplan_migr_test"
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from app.benchmarks.score_formats import format_score, parse_long_json, parse_wide_csv, write_wide_csv
 from app.core.score_scale import ScoreScale
 from app.kit.errors import InvalidInput
-from app.benchmarks.score_formats import format_score, parse_long_json, parse_wide_csv, write_wide_csv
 
 UNIT = ScoreScale("continuous", 0.0, 1.0)
 BINARY = ScoreScale("binary", 0.0, 1.0)

@@ -14,17 +14,16 @@ from pathlib import Path
 
 import pytest
 import redis
-from fastapi.testclient import TestClient
-from sqlalchemy import Engine, inspect
-
 from conftest import empty_all_tables, wait_for_job
 from conftest import settings_for as make_test_settings
+from fastapi.testclient import TestClient
 from lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
+from sqlalchemy import Engine, inspect
 
-from app.kit.db import make_engine, make_session_factory
 from app.db.models import Base
-from app.main import create_app
+from app.kit.db import make_engine, make_session_factory
 from app.kit.settings import Settings
+from app.main import create_app
 from workers.dispatch import CeleryDispatcher
 
 ROOT = Path(__file__).resolve().parent.parent

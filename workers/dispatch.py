@@ -44,7 +44,8 @@ class CeleryDispatcher:
         self.celery.close()
 
 
-def make_dispatcher(settings: Settings, session_factory: sessionmaker[Session]) -> InProcessDispatcher | CeleryDispatcher:
+def make_dispatcher(settings: Settings,
+                    session_factory: sessionmaker[Session]) -> InProcessDispatcher | CeleryDispatcher:
     if settings.uses_celery:
         return CeleryDispatcher(settings)
     return InProcessDispatcher(session_factory, settings.inprocess_job_threads)

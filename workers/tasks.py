@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +22,6 @@ def worker_session_factory() -> sessionmaker[Session]:
 
 @celery_app.task(name="evalplan.run_job", bind=True, acks_late=True, reject_on_worker_lost=True,
                  autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
-def run_job_task(self, job_id: str) -> str:  # type: ignore[no-untyped-def]
+def run_job_task(self: Any, job_id: str) -> str:
     """Run one job; a database outage is retried with backoff, a lost worker is redelivered."""
     return run_job(worker_session_factory(), job_id)

@@ -107,9 +107,9 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     plan = _plan_predictors(methods, body.predictors, errors)
     if body.split not in SPLITS:
         errors.add(f"unknown split {body.split!r}; one of {list(SPLITS)}", field="split")
-    for i, b in enumerate(body.budgets):
-        if not (math.isfinite(b) and 0.0 < b <= 1.0):
-            errors.add(f"budget must be a fraction in (0, 1], got {b!r}", field=f"budgets.{i}")
+    for i, fraction in enumerate(body.budgets):
+        if not (math.isfinite(fraction) and 0.0 < fraction <= 1.0):
+            errors.add(f"budget must be a fraction in (0, 1], got {fraction!r}", field=f"budgets.{i}")
     if len(set(body.budgets)) != len(body.budgets):
         errors.add("a budget is listed twice", field="budgets")
     if not 1 <= body.seeds <= MAX_SEEDS:
@@ -117,10 +117,10 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     if body.n_reference < MIN_REFERENCE:
         errors.add(f"n_reference must be >= {MIN_REFERENCE}, got {body.n_reference}", field="n_reference")
     metric = check_metric(body.metric) if body.metric is not None else None
-    for m in (body.params or {}):
+    for m, given in (body.params or {}).items():
         if m not in methods:
             errors.add(f"params names method {m!r}, which is not in methods", field=f"params.{m}")
-        elif m == "random" and body.params[m]:
+        elif m == "random" and given:
             errors.add("the random selector takes no parameters", field="params.random")
     errors.raise_if_any("invalid backtest request")
     method_params = {m: SCORE_BASED.check_params(m, dict(v), 0, field=f"params.{m}")
@@ -165,7 +165,8 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
         entries.append({"id": b.id, "name": b.name, "metric": bm})
     errors.raise_if_any("the benchmarks cannot be backtested with this request")
 
-    payload = {"benchmarks": entries, "methods": methods, "predictors": plan, "budgets": [float(x) for x in body.budgets],
+    payload = {"benchmarks": entries, "methods": methods, "predictors": plan,
+               "budgets": [float(x) for x in body.budgets],
                "n_reference": n, "split": body.split, "seeds": body.seeds, "level": body.level,
                "suite": bool(body.suite), "params": method_params}
     return create_job(session, KIND, payload, benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)

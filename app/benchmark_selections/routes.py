@@ -1,4 +1,4 @@
-"""Benchmark-level selection (``/v1/benchmark-selections``, paper 000 §4.4): create (synchronous, 201), read, predict."""
+"""Benchmark-level selection (``/v1/benchmark-selections``, paper 000 §4.4): create (synchronous), read, predict."""
 
 from __future__ import annotations
 

@@ -90,7 +90,8 @@ def create_selection(session: Session, body: BenchmarkSelectionCreate) -> Benchm
     selection = BenchmarkSelection(
         method=body.method, k=body.k, seed=body.seed, source=data.source, metric=data.metric,
         benchmark_names=data.benchmarks, selected=[data.benchmarks[j] for j in ranking],
-        gains=[finite_or_none(g) for g in selector.gains_], mean=selector.mean_.tolist(), scale=selector.scale_.tolist(),
+        gains=[finite_or_none(g) for g in selector.gains_], mean=selector.mean_.tolist(),
+        scale=selector.scale_.tolist(),
         cov=selector.cov_.tolist(), ridge=float(body.ridge), n_models=int(len(train)),
         test_fraction=float(body.test_fraction), diagnostics=diagnostics,
     )

@@ -52,7 +52,7 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
         try:
             parsed = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}])
+            raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
         if isinstance(parsed, dict) and isinstance(parsed.get("items"), list):
             parsed = parsed["items"]
         if not isinstance(parsed, list):
@@ -77,7 +77,8 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
         target = obj.get("target")
         if target is not None and not isinstance(target, str):
             if isinstance(target, (int, float, list, dict)) and not isinstance(target, bool):
-                target = json.dumps(target, separators=(",", ":"), ensure_ascii=False) if isinstance(target, (list, dict)) else str(target)
+                target = (json.dumps(target, separators=(",", ":"), ensure_ascii=False)
+                          if isinstance(target, (list, dict)) else str(target))
             else:
                 errors.add("'target' must be a string", row=row, column="target")
                 continue
@@ -92,11 +93,13 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
             continue
         unknown = set(obj) - {"id", "prompt", "target", "fields"}
         if unknown:
-            errors.add(f"unknown keys {sorted(unknown)}; put extra data under 'fields'", row=row, column=sorted(unknown)[0])
+            errors.add(f"unknown keys {sorted(unknown)}; put extra data under 'fields'", row=row,
+                       column=sorted(unknown)[0])
             continue
         item_id = item_id.strip()
         if item_id in seen:
-            errors.add(f"item {item_id!r} appears twice in this upload (first at row {seen[item_id]})", row=row, column="id")
+            errors.add(f"item {item_id!r} appears twice in this upload (first at row {seen[item_id]})", row=row,
+                       column="id")
             continue
         seen[item_id] = row
         records.append(ItemRecord(item_id, prompt, target, fields))
@@ -126,8 +129,10 @@ def upsert_items(session: Session, benchmark: Benchmark, records: list[ItemRecor
                 "target": record.target, "fields": record.fields, "content_hash": digest,
                 "source_index": record.source_index,
             })
-        elif item.content_hash != digest or (record.source_index is not None and item.source_index != record.source_index):
-            item.prompt, item.target, item.fields, item.content_hash = record.prompt, record.target, record.fields, digest
+        elif item.content_hash != digest or (record.source_index is not None
+                                             and item.source_index != record.source_index):
+            item.prompt, item.target, item.fields = record.prompt, record.target, record.fields
+            item.content_hash = digest
             if record.source_index is not None:
                 item.source_index = record.source_index
             updated += 1

@@ -106,8 +106,10 @@ def list_items(benchmark: str, session: DbSession, page: Pagination) -> ItemList
 @router.post("/{benchmark}/scores", response_model=ScoreUploadResult,
              openapi_extra={"requestBody": {"content": {
                  "text/csv": {"schema": {"type": "string"}},
-                 "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ScoreCell"}}}}}})
-async def upload_scores(benchmark: str, request: Request, session: DbSession, metric: Metric = None) -> ScoreUploadResult:
+                 "application/json": {"schema": {"type": "array",
+                                                 "items": {"$ref": "#/components/schemas/ScoreCell"}}}}}})
+async def upload_scores(benchmark: str, request: Request, session: DbSession,
+                        metric: Metric = None) -> ScoreUploadResult:
     """Upload a wide CSV matrix or long JSON `[{model, item, score}]`; all-or-nothing upsert."""
     content_type = request.headers.get("content-type", "")
     body = await request.body()

@@ -15,7 +15,8 @@ class BenchmarkCreate(BaseModel):
     name: str = Field(pattern=NAME_PATTERN, description="Unique name (no '/' or control characters).")
     capability: str | None = Field(None, max_length=200)
     description: str | None = None
-    embedding_fields: list[str] = Field(default_factory=list, description="Item `fields` keys appended to the embedding text.")
+    embedding_fields: list[str] = Field(default_factory=list,
+                                        description="Item `fields` keys appended to the embedding text.")
     score_kind: Literal["binary", "continuous"] = "continuous"
     score_min: float | None = Field(0.0, description="Lowest valid score (continuous); null = unbounded.")
     score_max: float | None = Field(1.0, description="Highest valid score (continuous); null = unbounded.")

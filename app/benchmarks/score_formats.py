@@ -45,15 +45,15 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"CSV is not UTF-8: {exc}", [{"row": None, "column": None, "detail": str(exc)}])
+        raise InvalidInput(f"CSV is not UTF-8: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
     errors = ErrorCollector()
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except StopIteration:
-        raise InvalidInput("CSV is empty", [{"row": 1, "column": None, "detail": "no header row"}])
+        raise InvalidInput("CSV is empty", [{"row": 1, "column": None, "detail": "no header row"}]) from None
     except csv.Error as exc:
-        raise InvalidInput(f"malformed CSV: {exc}", [{"row": 1, "column": None, "detail": str(exc)}])
+        raise InvalidInput(f"malformed CSV: {exc}", [{"row": 1, "column": None, "detail": str(exc)}]) from None
     if not header or header[0].strip() != "model":
         raise InvalidInput(
             f"invalid CSV header: at row 1, column {header[0] if header else ''!r}: "
@@ -130,7 +130,7 @@ def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
     try:
         records = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}])
+        raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
     if isinstance(records, dict) and isinstance(records.get("scores"), list):
         records = records["scores"]
     if not isinstance(records, list):
@@ -159,6 +159,7 @@ def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
                 errors.add(reason, row=row, column=key)
                 bad = True
         raw = record.get("score")
+        score = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else math.nan
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             if raw is None and "score" not in record:
                 errors.add("'score' is required", row=row, column="score")
@@ -166,7 +167,7 @@ def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
                 errors.add(f"score must be a number, got {raw!r}", row=row, column="score")
             bad = True
         else:
-            reason = scale.problem(float(raw))
+            reason = scale.problem(score)
             if reason:
                 errors.add(reason, row=row, column="score")
                 bad = True
@@ -180,7 +181,7 @@ def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
                 row=row, column="item",
             )
             continue
-        cells[(i, j)] = (float(raw), row)
+        cells[(i, j)] = (score, row)
     errors.raise_if_any("invalid score JSON")
     matrix = np.full((len(models), len(items)), np.nan)
     for (i, j), (value, _) in cells.items():

@@ -38,9 +38,10 @@ def register_models(session: Session, benchmark: Benchmark, model_ids: list[str]
     new = [m for m in dict.fromkeys(model_ids) if m not in known]
     if not new:
         return
-    start = session.scalar(
-        select(func.coalesce(func.max(BenchmarkModel.position), -1)).where(BenchmarkModel.benchmark_id == benchmark.id)
+    last = session.scalar(
+        select(func.max(BenchmarkModel.position)).where(BenchmarkModel.benchmark_id == benchmark.id)
     )
+    start = -1 if last is None else int(last)
     session.execute(insert(BenchmarkModel), [
         {"benchmark_id": benchmark.id, "model_id": m, "position": start + 1 + k} for k, m in enumerate(new)
     ])
@@ -76,7 +77,8 @@ def write_scores(
     return len(cell_values)
 
 
-def _copy_upsert_postgres(session: Session, models: list[str], items: list[int], metric: str, values: list[float]) -> None:
+def _copy_upsert_postgres(session: Session, models: list[str], items: list[int], metric: str,
+                          values: list[float]) -> None:
     cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
     cursor.execute(
         "CREATE TEMP TABLE IF NOT EXISTS _score_upload "

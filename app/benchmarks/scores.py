@@ -8,14 +8,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.benchmarks.items import ensure_items
+from app.benchmarks.score_formats import ScoreUpload, parse_long_json, parse_wide_csv, write_wide_csv
+from app.benchmarks.score_matrix import ScoreMatrix, load_matrix, write_scores
+from app.benchmarks.service import scale_of
 from app.db.models import Benchmark, Item, Model, Score
 from app.kit.errors import InvalidInput, UnsupportedMediaType
-from app.benchmarks.score_formats import ScoreUpload, parse_long_json, parse_wide_csv, write_wide_csv
-from app.benchmarks.service import scale_of
-from app.benchmarks.items import ensure_items
-from app.models.service import ensure_models
 from app.kit.pagination import Page, keyset_page
-from app.benchmarks.score_matrix import ScoreMatrix, load_matrix, write_scores
+from app.models.service import ensure_models
 
 METRIC_RE = re.compile(r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
 
@@ -37,7 +37,8 @@ def parse_score_body(body: bytes, content_type: str, benchmark: Benchmark) -> Sc
     if media == "application/json":
         return parse_long_json(body, scale)
     raise UnsupportedMediaType(
-        f"scores must be sent as text/csv (wide matrix) or application/json ([{{model, item, score}}]), got {media or 'no content type'!r}",
+        "scores must be sent as text/csv (wide matrix) or application/json ([{model, item, score}]), "
+        f"got {media or 'no content type'!r}",
         [{"header": "Content-Type", "detail": media or "missing"}],
     )
 
@@ -60,7 +61,8 @@ def store_upload(session: Session, benchmark: Benchmark, upload: ScoreUpload, me
     return {"n_scores": n, "n_models": len(upload.model_names), "n_items": len(upload.item_ids), "metric": metric}
 
 
-def upload_scores(session: Session, benchmark: Benchmark, body: bytes, content_type: str, metric: str | None) -> dict[str, Any]:
+def upload_scores(session: Session, benchmark: Benchmark, body: bytes, content_type: str,
+                  metric: str | None) -> dict[str, Any]:
     metric = check_metric(metric or benchmark.default_metric)
     upload = parse_score_body(body, content_type, benchmark)
     return store_upload(session, benchmark, upload, metric)

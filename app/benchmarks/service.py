@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from app.core.score_scale import ScoreScale
 from app.db.models import Benchmark, BenchmarkModel, Item
-from app.kit.ids import looks_like_id
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.ids import looks_like_id
 from app.kit.pagination import Page, keyset_page
 
 
@@ -102,7 +102,8 @@ def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, i
         return {}
     n_items = dict(
         session.execute(
-            select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id)
+            select(Item.benchmark_id, func.count())
+            .where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id)
         ).all()
     )
     n_models = dict(
@@ -120,7 +121,8 @@ def view(session: Session, benchmark: Benchmark) -> BenchmarkView:
     return BenchmarkView(benchmark, n_items, n_models)
 
 
-def list_benchmarks(session: Session, *, limit: int, cursor: str | None, capability: str | None = None) -> Page[BenchmarkView]:
+def list_benchmarks(session: Session, *, limit: int, cursor: str | None,
+                    capability: str | None = None) -> Page[BenchmarkView]:
     stmt = select(Benchmark)
     if capability is not None:
         stmt = stmt.where(Benchmark.capability == capability)

@@ -7,14 +7,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.benchmarks.scores import check_metric
 from app.db.models import Benchmark, Job
 from app.kit.jobs import create_job
-from app.benchmarks.scores import check_metric
 
 KIND = "score_stats"
 
 
-def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None, Job | None, bool]:
+def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None,
+                                                                                      Job | None, bool]:
     """Return (stats, None, False) if fresh stats exist, else (None, job, created)."""
     metric = check_metric(metric or benchmark.default_metric)
     recent = session.scalars(

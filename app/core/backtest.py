@@ -117,7 +117,7 @@ def impute_item_mean(Y: Any) -> np.ndarray:
     if nan.any():
         col = np.nanmean(Y, axis=0)
         Y[nan] = np.take(col, np.nonzero(nan)[1])
-    return Y
+    return np.asarray(Y)
 
 
 def split_models(s: np.ndarray, n_reference: int, split: str, rng: np.random.Generator,
@@ -172,7 +172,7 @@ def regression_metrics(y_true: Any, y_pred: Any) -> dict[str, float]:
     return out
 
 
-def nogueira_stability(selections: Sequence[Sequence[int]], n_items: int) -> float:
+def nogueira_stability(selections: Sequence[Sequence[int]] | Sequence[np.ndarray], n_items: int) -> float:
     """Nogueira, Sechidis & Brown (2018) ``Phi_hat`` of L >= 2 subsets of ``range(n_items)``:
     ``1 - mean_i s_i^2 / (kbar/N (1 - kbar/N))`` with ``s_i^2 = L/(L-1) p_i (1 - p_i)``, ``p_i`` the
     selection frequency of item i and ``kbar`` the mean subset size. 1 = identical subsets, ~0 =
@@ -402,7 +402,7 @@ METRICS = ("rmse", "mae", "spearman", "kendall", "agreement", "coverage", "stabi
 
 def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
     """Mean and standard error over seeds per (label, method, predictor, budget), first-seen order."""
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["label"], r["method"], r["predictor"], r["budget"]), []).append(r)
     out = []
@@ -434,10 +434,11 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], percent: bool = True, w
             "Agreement | coverage | stability | seconds |")
     lines = [head, "|" + "---|" * 12]
     for d in summary:
-        def g(key, scale=1.0, digits=3):
+        def g(key: str, scale: float = 1.0, digits: int = 3, d: Mapping[str, Any] = d) -> str:
             return _fmt(d[key], d[key + "_se"] if with_se else None, scale, digits)
         lines.append(f"| {d['label']} | {d['predictor']} | {d['budget']:g} | {d['n_seeds']} | "
                      f"{g('rmse', sc, 2)} | {g('mae', sc, 2)} | {g('spearman')} | {g('kendall')} | "
-                     f"{_fmt(d.get('agreement', math.nan), None, 1, 3)} | {_fmt(d['coverage'], None, 1, 2)} | {_fmt(d['stability'], None, 1, 2)} | "
+                     f"{_fmt(d.get('agreement', math.nan), None, 1, 3)} | {_fmt(d['coverage'], None, 1, 2)} | "
+                     f"{_fmt(d['stability'], None, 1, 2)} | "
                      f"{_fmt(d['seconds'], None, 1, 2)} |")
     return "\n".join(lines)

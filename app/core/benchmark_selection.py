@@ -49,6 +49,7 @@ Conventions (decided once, used everywhere in this module)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
@@ -59,14 +60,15 @@ _JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2)
 
 
 # --------------------------------------------------------------------------- linear algebra
-def _cholesky(m: np.ndarray):
+def _cholesky(m: np.ndarray) -> tuple[np.ndarray, bool]:
     """Cholesky factor of ``m`` with the escalating-jitter fallback (see module docstring)."""
     m = np.asarray(m, dtype=float)
     base = float(np.mean(np.diag(m))) if m.size else 1.0
     base = base if base > 0 else 1.0
     for eps in _JITTERS:
         try:
-            return cho_factor(m + eps * base * np.eye(len(m)), lower=True, check_finite=True)
+            factor, lower = cho_factor(m + eps * base * np.eye(len(m)), lower=True, check_finite=True)
+            return np.asarray(factor), bool(lower)
         except np.linalg.LinAlgError:
             continue
     raise np.linalg.LinAlgError("matrix is not positive definite even with jitter 1e-2")
@@ -104,7 +106,7 @@ def greedy_facility_location(sim: np.ndarray, k: int, seed: int = 0) -> tuple[np
     return np.array(order, dtype=int), np.array(gains)
 
 
-def _conditional_variances(cov: np.ndarray, selected: Sequence[int]) -> np.ndarray:
+def _conditional_variances(cov: np.ndarray, selected: Sequence[int] | np.ndarray) -> np.ndarray:
     """``σ²(v | A)`` for every ``v`` (0 for ``v ∈ A`` up to rounding)."""
     d = np.diag(cov).copy()
     if len(selected) == 0:
@@ -112,7 +114,7 @@ def _conditional_variances(cov: np.ndarray, selected: Sequence[int]) -> np.ndarr
     a = np.asarray(selected, dtype=int)
     c = _cholesky(cov[np.ix_(a, a)])
     w = cho_solve(c, cov[a, :])  # |A| x n
-    return d - np.einsum("an,an->n", cov[a, :], w)
+    return np.asarray(d - np.einsum("an,an->n", cov[a, :], w))
 
 
 def greedy_entropy(cov: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +170,7 @@ def _check_square(m: np.ndarray, k: int) -> int:
     n = m.shape[0]
     if not 0 <= k <= n:
         raise ValueError(f"k={k} must be in [0, {n}]")
-    return n
+    return int(n)
 
 
 # --------------------------------------------------------------------------- imputation / metrics
@@ -178,7 +180,7 @@ class GaussianImputer:
     ``mean`` (B,), ``cov`` (B x B), ``selected`` the observed columns in the order in which
     ``predict`` receives them. Works in whatever space ``mean``/``cov`` are in."""
 
-    def __init__(self, mean: np.ndarray, cov: np.ndarray, selected: Sequence[int]) -> None:
+    def __init__(self, mean: np.ndarray, cov: np.ndarray, selected: Sequence[int] | np.ndarray) -> None:
         self.mean = np.asarray(mean, dtype=float)
         self.cov = np.asarray(cov, dtype=float)
         self.selected = np.asarray(selected, dtype=int)
@@ -212,7 +214,7 @@ def test_r2(
     S_test: np.ndarray,
     S_pred: np.ndarray,
     train_mean: np.ndarray,
-    selected: Sequence[int],
+    selected: Sequence[int] | np.ndarray,
     scale: np.ndarray | None = None,
 ) -> float:
     """Test R² over the unselected columns (paper eq. 9).
@@ -235,10 +237,10 @@ def test_r2(
     return 1.0 - float(np.sum((yhat[ok] - y[ok]) ** 2)) / den
 
 
-test_r2.__test__ = False  # not a pytest test despite its name
+test_r2.__test__ = False  # type: ignore[attr-defined]  # not a pytest test despite its name
 
 
-def residual_variance_fraction(cov: np.ndarray, selected: Sequence[int]) -> float:
+def residual_variance_fraction(cov: np.ndarray, selected: Sequence[int] | np.ndarray) -> float:
     """``RV(A) = tr(Σ_Ā|A) / tr(Σ)`` with the Schur complement
     ``Σ_Ā|A = Σ_ĀĀ − Σ_ĀA Σ_AA⁻¹ Σ_AĀ`` (paper eqs. 10-11). ``RV(∅) = 1``, ``RV(V) = 0``."""
     cov = np.asarray(cov, dtype=float)
@@ -276,7 +278,7 @@ class BenchmarkSelector:
         self.seed = seed
         self.ridge = ridge
 
-    def fit(self, S_train: np.ndarray, y=None) -> BenchmarkSelector:
+    def fit(self, S_train: np.ndarray, y: Any = None) -> BenchmarkSelector:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         S = np.asarray(S_train, dtype=float)
@@ -321,7 +323,7 @@ class BenchmarkSelector:
         z = (x - self.mean_[sel]) / self.scale_[sel]
         out = imp.predict(z) * self.scale_ + self.mean_
         out[:, sel] = x  # exact copy of the observed scores (no round-off)
-        return out
+        return np.asarray(out)
 
     def residual_variance_fraction(self, k: int | None = None) -> float:
         k = len(self.ranking_) if k is None else k

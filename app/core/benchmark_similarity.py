@@ -75,7 +75,7 @@ def benchmark_similarity(embeddings: Any, labels: Any, **kwargs: Any) -> np.ndar
     M = inter / np.minimum(f[:, None], f[None, :])
     np.clip(M, 0.0, 1.0, out=M)
     np.fill_diagonal(M, 1.0)
-    return M
+    return np.asarray(M)
 
 
 def benchmark_ordering(M: Any) -> tuple[np.ndarray, np.ndarray]:

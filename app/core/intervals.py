@@ -78,7 +78,7 @@ def _kth_smallest(a: np.ndarray, rank: int, axis: int = 0) -> np.ndarray:
         return np.full(shape, -np.inf)
     if rank > n:
         return np.full(shape, np.inf)
-    return np.sort(a, axis=axis).take(rank - 1, axis=axis)
+    return np.asarray(np.sort(a, axis=axis).take(rank - 1, axis=axis))
 
 
 def jackknife_plus_bounds(
@@ -221,7 +221,7 @@ def coreset_cross_fitted_errors(
             if cache is not None:
                 cache[key] = (idx, weights)
         model = predictor_for(weights)().fit(Y[train][:, idx], y[train])
-        return model.predict(Y[test][:, idx])
+        return np.asarray(model.predict(Y[test][:, idx]))
 
     return cross_fitted_errors(fit_predict, y, n_folds=n_folds, seed=seed)
 
@@ -241,7 +241,7 @@ def pooled_errors(errors: np.ndarray, weights: np.ndarray | None = None) -> np.n
     w = np.full(E.shape[0], 1.0 / E.shape[0]) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (E.shape[0],):
         raise ValueError("one weight per benchmark")
-    return w @ E
+    return np.asarray(w @ E)
 
 
 def extrapolation_flags(target_coreset_means: Any, ref_coreset_means: Any, tolerance: float = 0.0) -> np.ndarray:

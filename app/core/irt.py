@@ -74,7 +74,7 @@ def _check_responses(Y: Any) -> np.ndarray:
         raise ValueError("Y must hold scores in [0, 1] (NaN = missing)")
     if np.isinf(Y).any():
         raise ValueError("Y must be finite (NaN = missing)")
-    return Y
+    return np.asarray(Y)
 
 
 def _check_dim(dim: Any) -> int:
@@ -86,11 +86,11 @@ def _check_dim(dim: Any) -> int:
 def item_curve(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``P[j, i] = sigmoid(a_i . theta_j - b_i)`` for ``theta (m x d)``, ``a (n x d)``, ``b (n,)``."""
     theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
-    return expit(theta @ np.asarray(a, dtype=np.float64).T - np.asarray(b, dtype=np.float64))
+    return np.asarray(expit(theta @ np.asarray(a, dtype=np.float64).T - np.asarray(b, dtype=np.float64)))
 
 
 def _softplus(z: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, z)
+    return np.asarray(np.logaddexp(0.0, z))
 
 
 def irt_nll(params: np.ndarray, Y: np.ndarray, dim: int, l2: float,
@@ -193,7 +193,7 @@ def estimate_theta(y: Any, a: np.ndarray, b: np.ndarray, l2: float = 1.0,
         return (float((_softplus(z) - y * z).sum() + 0.5 * l2 * r @ r), a.T @ g + l2 * r)
 
     res = minimize(f, mu.copy(), jac=True, method="L-BFGS-B", options={"gtol": 1e-8})
-    return res.x
+    return np.asarray(res.x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def estimate_theta(y: Any, a: np.ndarray, b: np.ndarray, l2: float = 1.0,
 # --------------------------------------------------------------------------------------------
 
 
-class IRTSelection(BaseEstimator):
+class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
     """tinyBenchmarks "IRT anchor points": fit a 2PL model on the reference matrix ``Y_ref``
     (models x items), run ``KMeans(k, random_state=seed, n_init="auto")`` on the item parameters
     ``[a_i, b_i]`` and take, per cluster, the item closest to its centroid (clusters visited by
@@ -212,6 +212,12 @@ class IRTSelection(BaseEstimator):
     sizes / n, in ranking order, sum 1), ``gains_`` (NaN), ``a_``, ``b_``, ``theta_`` (the 2PL fit),
     ``cluster_centers_``, ``labels_`` (cluster of every item, renumbered in ranking order).
     """
+
+    ranking_: np.ndarray
+    weights_: np.ndarray
+    a_: np.ndarray
+    b_: np.ndarray
+    theta_: np.ndarray
 
     def __init__(self, k: int, seed: int = 0, dim: int = 1, l2: float = 1.0,
                  max_iter: int = 1000) -> None:
@@ -265,11 +271,11 @@ def _p_irt(y_S: np.ndarray, P_full: np.ndarray, selected: np.ndarray) -> np.ndar
     unseen[selected] = False
     obs = np.nanmean(y_S, axis=1)
     if n >= N:
-        return obs
-    return (n / N) * obs + (1.0 - n / N) * P_full[:, unseen].mean(axis=1)
+        return np.asarray(obs)
+    return np.asarray((n / N) * obs + (1.0 - n / N) * P_full[:, unseen].mean(axis=1))
 
 
-class IRTPredictor(BaseEstimator):
+class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
     """p-IRT / gp-IRT estimates of full-benchmark mean scores from coreset scores.
 
     ``fit(Y_ref, selected, weights=None, item_params=None)``: ``Y_ref`` the reference matrix
@@ -304,7 +310,7 @@ class IRTPredictor(BaseEstimator):
         self.seed = seed
 
     def fit(self, Y_ref: Any, selected: Any, weights: Any = None,
-            item_params: tuple[np.ndarray, np.ndarray] | None = None) -> IRTPredictor:
+            item_params: tuple[np.ndarray, ...] | None = None) -> IRTPredictor:
         Y = _check_responses(Y_ref)
         m, N = Y.shape
         sel = np.asarray(selected, dtype=np.int64).ravel()

@@ -67,7 +67,7 @@ def regression_item_predictions(kind: str, X_ref: np.ndarray, Y_ref: np.ndarray,
         raise ValueError(f"no item-level regression for predictor {kind!r}")
     if Y.min() >= 0.0 and Y.max() <= 1.0:
         pred = np.clip(pred, 0.0, 1.0)
-    return pred
+    return np.asarray(pred)
 
 
 def anchor_item_predictions(labels: np.ndarray, X_target: np.ndarray) -> np.ndarray:
@@ -86,4 +86,4 @@ def agreement_per_target(pred: np.ndarray, truth: np.ndarray, coreset: np.ndarra
         raise ValueError(f"pred {P.shape} and truth {T.shape} must have one shape")
     idx = np.asarray(coreset, dtype=np.int64)
     P[:, idx] = T[:, idx]
-    return np.mean((P >= threshold) == (T >= 0.5), axis=1)
+    return np.asarray(np.mean((P >= threshold) == (T >= 0.5), axis=1))

@@ -40,8 +40,8 @@ def benchmark_scores(Y: Any, labels: Any, selected: Any = None, n_benchmarks: in
         Y, labels = Y[:, sel], labels[sel]
     observed = ~np.isnan(Y)
     H = sp.csr_matrix((np.ones(labels.size), (np.arange(labels.size), labels)), shape=(labels.size, B))
-    sums = np.asarray((H.T @ np.where(observed, Y, 0.0).T)).T
-    counts = np.asarray((H.T @ observed.T.astype(np.float64))).T
+    sums = np.asarray(H.T @ np.where(observed, Y, 0.0).T).T
+    counts = np.asarray(H.T @ observed.T.astype(np.float64)).T
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
@@ -79,7 +79,7 @@ def _relative_errors(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         err = np.abs(pred - true) / np.abs(true)
     err[~np.isfinite(err)] = np.nan  # no prediction, or true score 0
-    return err
+    return np.asarray(err)
 
 
 def mre(pred_overall: Any, true_overall: Any) -> float:

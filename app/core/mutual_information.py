@@ -14,8 +14,9 @@ All values are in nats and clipped at 0 (true MI is non-negative; scikit-learn d
   value: matching sklearn there cost one sklearn call per column (~40 ms each with sklearn 1.9's
   OpenMP neighbour search on 2 cores: 14 s instead of 0.1 s for mRMR on 30 x 756). The matrix
   version is vectorized for 0/1 columns sharing one continuous target (sort the target once,
-  k-th neighbour distances in 1-D via sliding windows, counts via ``searchsorted``). No noise or scaling is added here; :func:`sklearn_jitter` applies the
-  scale + 1e-10 noise that ``mutual_info_regression`` applies to a continuous target.
+  k-th neighbour distances in 1-D via sliding windows, counts via ``searchsorted``). No noise or
+  scaling is added here; :func:`sklearn_jitter` applies the scale + 1e-10 noise that
+  ``mutual_info_regression`` applies to a continuous target.
 * :func:`mi_ksg` -- Kraskov-Stögbauer-Grassberger estimator 1 (max-norm, strict ``<`` marginal
   counts); equals scikit-learn's ``_compute_mi_cc`` on the same (un-jittered) inputs.
 * :func:`mi_ksg_pca` -- KSG with the local non-uniformity correction (LNC) of Gao, Ver Steeg &
@@ -32,11 +33,12 @@ All values are in nats and clipped at 0 (true MI is non-negative; scikit-learn d
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import digamma
 from sklearn.preprocessing import scale
-
 
 # Default LNC threshold. Gao et al. choose alpha so that for locally *uniform* data the ratio
 # V̄/V falls below alpha only rarely. Calibrated by simulation (independent uniform 2-D data,
@@ -46,7 +48,7 @@ LNC_ALPHA: dict[int, float] = {3: 0.08, 5: 0.25, 8: 0.45}
 LNC_ALPHA_FALLBACK = 0.25
 
 
-def _as_1d(a, name: str) -> np.ndarray:
+def _as_1d(a: Any, name: str) -> np.ndarray:
     arr = np.asarray(a, dtype=np.float64)
     if arr.ndim != 1:
         arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
@@ -62,7 +64,7 @@ def _check_binary(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must contain only 0/1 values")
 
 
-def _binary_columns_and_target(X, y) -> tuple[np.ndarray, np.ndarray]:
+def _binary_columns_and_target(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(X as (n, m) 0/1 float columns, y as a finite 1-D array of length n)``, else ValueError."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
@@ -78,7 +80,7 @@ def _binary_columns_and_target(X, y) -> tuple[np.ndarray, np.ndarray]:
 # plug-in MI for 0/1 data
 # ---------------------------------------------------------------------------------------------
 
-def mi_binary_matrix(X, y) -> np.ndarray:
+def mi_binary_matrix(X: Any, y: Any) -> np.ndarray:
     """Exact plug-in MI (nats) between each 0/1 column of ``X`` (n, m) and the 0/1 vector ``y``."""
     X, y = _binary_columns_and_target(X, y)
     _check_binary(y, "y")
@@ -100,7 +102,7 @@ def mi_binary_matrix(X, y) -> np.ndarray:
     return np.maximum(mi, 0.0)
 
 
-def mi_binary_binary(x, y) -> float:
+def mi_binary_binary(x: Any, y: Any) -> float:
     """Exact plug-in MI (nats) of two 0/1 vectors."""
     return float(mi_binary_matrix(_as_1d(x, "x")[:, None], y)[0])
 
@@ -124,33 +126,37 @@ def _count_within(sorted_vals: np.ndarray, centers: np.ndarray, radii: np.ndarra
         # hi: first index with v - c > r
         m = (hi > 0) & ((v[np.maximum(hi - 1, 0)] - centers) > radii)
         if m.any():
-            hi = np.where(m, hi - 1, hi); changed = True
+            hi = np.where(m, hi - 1, hi)
+            changed = True
         m = (hi < n) & ((v[np.minimum(hi, n - 1)] - centers) <= radii)
         if m.any():
-            hi = np.where(m, hi + 1, hi); changed = True
+            hi = np.where(m, hi + 1, hi)
+            changed = True
         # lo: first index with c - v <= r
         m = (lo < n) & ((centers - v[np.minimum(lo, n - 1)]) > radii)
         if m.any():
-            lo = np.where(m, lo + 1, lo); changed = True
+            lo = np.where(m, lo + 1, lo)
+            changed = True
         m = (lo > 0) & ((centers - v[np.maximum(lo - 1, 0)]) <= radii)
         if m.any():
-            lo = np.where(m, lo - 1, lo); changed = True
+            lo = np.where(m, lo - 1, lo)
+            changed = True
         if not changed:
             break
-    return hi - lo
+    return np.asarray(hi - lo)
 
 
 # ---------------------------------------------------------------------------------------------
 # Ross (2014) discrete-continuous estimator
 # ---------------------------------------------------------------------------------------------
 
-def mi_discrete_continuous(x_discrete, y_continuous, k: int = 5) -> float:
+def mi_discrete_continuous(x_discrete: Any, y_continuous: Any, k: int = 5) -> float:
     """Ross (2014) kNN MI between a discrete ``x`` and a continuous ``y`` (nats, clipped at 0),
     with exact 1-D distances (see the module docstring for how it relates to scikit-learn)."""
     return _ross_exact(x_discrete, y_continuous, k)
 
 
-def _ross_exact(x_discrete, y_continuous, k: int = 5) -> float:
+def _ross_exact(x_discrete: Any, y_continuous: Any, k: int = 5) -> float:
     """Own implementation of Ross (2014) with exact 1-D distances (see above)."""
     x = _as_1d(x_discrete, "x_discrete")
     c = _as_1d(y_continuous, "y_continuous")
@@ -209,7 +215,7 @@ def _kth_nn_dist_sorted(V: np.ndarray, start: np.ndarray, end: np.ndarray, k: in
     return best
 
 
-def mi_ross_matrix(X, y, k: int = 5) -> np.ndarray:
+def mi_ross_matrix(X: Any, y: Any, k: int = 5) -> np.ndarray:
     """Ross MI of every 0/1 column of ``X`` (n, m) with the continuous ``y`` (vectorized).
 
     Equal (to float rounding of the means) to ``[mi_discrete_continuous(X[:, j], y, k)]``.
@@ -266,27 +272,27 @@ def mi_ross_matrix(X, y, k: int = 5) -> np.ndarray:
     return np.maximum(mi, 0.0)
 
 
-def sklearn_jitter(y, random_state) -> np.ndarray:
+def sklearn_jitter(y: Any, random_state: Any) -> np.ndarray:
     """What ``mutual_info_regression`` does to a continuous variable before estimating:
     ``scale(y, with_mean=False)`` plus ``1e-10 * max(1, mean|y|)`` standard-normal noise.
     ``random_state`` is an int or a ``np.random.RandomState`` (consumed like sklearn does)."""
     rng = random_state if isinstance(random_state, np.random.RandomState) \
         else np.random.RandomState(random_state)
     y = scale(np.asarray(y, dtype=np.float64), with_mean=False)
-    return y + 1e-10 * np.maximum(1, np.mean(np.abs(y), axis=0)) * rng.standard_normal(y.shape)
+    return np.asarray(y + 1e-10 * np.maximum(1, np.mean(np.abs(y), axis=0)) * rng.standard_normal(y.shape))
 
 
 # ---------------------------------------------------------------------------------------------
 # KSG and LNC (PCA-corrected) KSG
 # ---------------------------------------------------------------------------------------------
 
-def _check_k(k) -> int:
+def _check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     return int(k)
 
 
-def _ksg_raw(x: np.ndarray, y: np.ndarray, k: int):
+def _ksg_raw(x: np.ndarray, y: np.ndarray, k: int) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     n = x.shape[0]
     if n < k + 1:
         raise ValueError(f"need more than k={k} samples, got {n}")
@@ -300,13 +306,13 @@ def _ksg_raw(x: np.ndarray, y: np.ndarray, k: int):
     return float(mi), eps, idx, Z
 
 
-def mi_ksg(x, y, k: int = 8) -> float:
+def mi_ksg(x: Any, y: Any, k: int = 8) -> float:
     """KSG estimator 1 (max-norm joint kNN, marginal counts strictly inside); nats, >= 0."""
     x = _as_1d(x, "x")
     y = _as_1d(y, "y")
     if x.shape != y.shape:
         raise ValueError("x and y must have the same length")
-    return max(0.0, _ksg_raw(x, y, _check_k(k))[0])
+    return float(max(0.0, _ksg_raw(x, y, _check_k(k))[0]))
 
 
 def lnc_log_ratios(Z: np.ndarray, idx: np.ndarray, eps: np.ndarray) -> np.ndarray:
@@ -322,10 +328,10 @@ def lnc_log_ratios(Z: np.ndarray, idx: np.ndarray, eps: np.ndarray) -> np.ndarra
         log_v = 2 * np.log(2 * eps)
         out = log_vbar - log_v
     out[~np.isfinite(out)] = np.nan
-    return out
+    return np.asarray(out)
 
 
-def mi_ksg_pca(x, y, k: int = 8, alpha: float | None = None) -> float:
+def mi_ksg_pca(x: Any, y: Any, k: int = 8, alpha: float | None = None) -> float:
     """LNC / PCA-corrected KSG (Gao, Ver Steeg & Galstyan 2015); nats, >= 0.
 
     ``alpha``: non-uniformity threshold on ``V̄/V`` (default :data:`LNC_ALPHA` for ``k``).
@@ -342,10 +348,10 @@ def mi_ksg_pca(x, y, k: int = 8, alpha: float | None = None) -> float:
     mi, eps, idx, Z = _ksg_raw(x, y, k)
     lr = lnc_log_ratios(Z, idx, eps)
     corr = np.where(np.isfinite(lr) & (lr < np.log(alpha)), lr, 0.0)
-    return max(0.0, mi - float(np.mean(corr)))
+    return float(max(0.0, mi - float(np.mean(corr))))
 
 
-def mi_ksg_matrix(X, y, k: int = 8, pca: bool = False) -> np.ndarray:
+def mi_ksg_matrix(X: Any, y: Any, k: int = 8, pca: bool = False) -> np.ndarray:
     """KSG (or LNC-KSG when ``pca``) MI of every column of ``X`` (n, m) with ``y``."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:

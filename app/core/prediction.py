@@ -110,7 +110,7 @@ def estimate_from_coreset(
         raise ValueError(f"benchmark_names has {len(names)} entries for {B} benchmarks")
     ranges = _ranges(score_range, B)
     flags: list[bool | None] = [binary] * B if binary is None or isinstance(binary, (bool, np.bool_)) \
-        else [bool(f) for f in binary]  # type: ignore[union-attr]
+        else [bool(f) for f in binary]
     if len(flags) != B:
         raise ValueError(f"binary needs one flag or {B} of them")
     z = float(norm.ppf(0.5 + level / 2))

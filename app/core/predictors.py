@@ -44,6 +44,7 @@ the intercept being an unpenalised column). For KRR ``H = K (K + lam I)^{-1}`` (
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def polynomial_kernel(
     """
     if gamma is None:
         gamma = 1.0 / np.shape(A)[1]
-    return (gamma * (np.asarray(A, float) @ np.asarray(B, float).T) + coef0) ** degree
+    return np.asarray((gamma * (np.asarray(A, float) @ np.asarray(B, float).T) + coef0) ** degree)
 
 
 def _one_minus(h: np.ndarray) -> np.ndarray:
@@ -156,7 +157,7 @@ class MeanPredictor:
         return self
 
     def predict(self, X_target: np.ndarray) -> np.ndarray:
-        return _check_target(X_target, self.n_features_in_).mean(axis=1)
+        return np.asarray(_check_target(X_target, self.n_features_in_).mean(axis=1))
 
 
 class WeightedMeanPredictor:
@@ -182,11 +183,11 @@ class WeightedMeanPredictor:
         return self
 
     def predict(self, X_target: np.ndarray) -> np.ndarray:
-        return _check_target(X_target, self.n_features_in_) @ self.weights_
+        return np.asarray(_check_target(X_target, self.n_features_in_) @ self.weights_)
 
 
 # ----------------------------------------------------------------------------- ridge
-def _ridge_loo(X: np.ndarray, y: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, dict]:
+def _ridge_loo(X: np.ndarray, y: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
     """Exact LOO residuals (M x L) of ridge with unpenalised intercept, for every lambda."""
     x_mean, y_mean = X.mean(axis=0), y.mean()
     Xc, yc = X - x_mean, y - y_mean
@@ -228,7 +229,7 @@ class RidgePredictor:
         return self
 
     def predict(self, X_target: np.ndarray) -> np.ndarray:
-        return _check_target(X_target, self.n_features_in_) @ self.coef_ + self.intercept_
+        return np.asarray(_check_target(X_target, self.n_features_in_) @ self.coef_ + self.intercept_)
 
 
 # ----------------------------------------------------------------------------- kernel ridge
@@ -238,7 +239,7 @@ def _krr_loo_predictions(Q: np.ndarray, ev: np.ndarray, y: np.ndarray, lam: np.n
     KRR is the linear smoother ``H = K (K + lam I)^{-1} = Q diag(ev/(ev+lam)) Q^T``; its LOO
     prediction at i is ``y_i - (y_i - (Hy)_i) / (1 - H_ii)``.
     """
-    return y[:, None] - smoother_loo_residuals(Q, ev, y[:, None], lam)[:, :, 0].T
+    return np.asarray(y[:, None] - smoother_loo_residuals(Q, ev, y[:, None], lam)[:, :, 0].T)
 
 
 class KernelRidgePredictor:
@@ -289,7 +290,7 @@ class KernelRidgePredictor:
 
     def predict(self, X_target: np.ndarray) -> np.ndarray:
         Xt = _check_target(X_target, self.n_features_in_)
-        return self._kernel(Xt, self.X_fit_) @ self.dual_coef_
+        return np.asarray(self._kernel(Xt, self.X_fit_) @ self.dual_coef_)
 
 
 # ----------------------------------------------------------------------------- AIPW

@@ -32,7 +32,8 @@ def score_matrix_stats(
         item_means = np.where(item_counts > 0, np.nansum(matrix, axis=0) / np.maximum(item_counts, 1), np.nan)
         # ``initial`` keeps the reductions valid on a matrix without models (shape (0, n_items)).
         item_min = np.where(item_counts > 0, np.min(np.where(observed, matrix, np.inf), axis=0, initial=np.inf), np.nan)
-        item_max = np.where(item_counts > 0, np.max(np.where(observed, matrix, -np.inf), axis=0, initial=-np.inf), np.nan)
+        item_max = np.where(item_counts > 0, np.max(np.where(observed, matrix, -np.inf), axis=0, initial=-np.inf),
+                            np.nan)
 
     constant = [
         {"item": item_ids[j], "value": float(item_min[j]), "n_observed": int(item_counts[j])}

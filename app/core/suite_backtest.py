@@ -32,8 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from app.core.backtest import (_NO_INTERVAL, _factory, _select, _selection_aware_errors, impute_item_mean,
-                               paper_label, regression_metrics, split_models)
+from app.core.backtest import (
+    _NO_INTERVAL,
+    _factory,
+    _select,
+    _selection_aware_errors,
+    impute_item_mean,
+    paper_label,
+    regression_metrics,
+    split_models,
+)
 from app.core.intervals import interval_from_errors, pooled_errors
 from app.core.irt import IRTPredictor, IRTSelection
 from app.core.selection.baselines import stratified_counts
@@ -86,7 +94,6 @@ def run_suite_backtest(
     seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(x) for x in seeds]
     if not seed_list:
         raise ValueError("need at least one seed")
-    B = len(mats)
     in_unit = all(float(Y.min()) >= 0.0 and float(Y.max()) <= 1.0 for Y in mats)
     s_b = np.stack([Y.mean(axis=1) for Y in mats])  # (B, models)
     s_all = s_b.mean(axis=0)
@@ -97,7 +104,9 @@ def run_suite_backtest(
         for budget in budgets:
             counts = split_total_budget(sizes, float(budget))
             for method, pred_names in plan.items():
-                selected, caches, t_sel = [], [], 0.0
+                selected: list[tuple[np.ndarray, np.ndarray | None, Any]] = []
+                caches: list[dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]]] = []
+                t_sel = 0.0
                 for b, Y in enumerate(mats):
                     t0 = time.perf_counter()
                     idx, weights, selector = _select(method, Y[ref], counts[b], seed, method_params.get(method, {}))
@@ -126,8 +135,9 @@ def run_suite_backtest(
                     seconds = t_sel + time.perf_counter() - t1
                     est = np.mean(centers, axis=0)
                     cov = width = math.nan
-                    if all(e is not None for e in errors):
-                        lo, hi = interval_from_errors(est, pooled_errors(np.vstack(errors)), level)
+                    complete = [e for e in errors if e is not None]
+                    if len(complete) == len(errors):
+                        lo, hi = interval_from_errors(est, pooled_errors(np.vstack(complete)), level)
                         if in_unit:
                             lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
                         y_all = s_all[test]

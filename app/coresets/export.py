@@ -40,7 +40,8 @@ def export_coreset(session: Session, coreset: Coreset, fmt: str) -> tuple[str, s
                 index = int(r["item"])
             if index is None:
                 errors.add(f"item {r['item']!r} of {r['benchmark']!r} has no lm-eval doc index "
-                           "(import the benchmark with POST /v1/imports/lm-eval)", benchmark=r["benchmark"], item=r["item"])
+                           "(import the benchmark with POST /v1/imports/lm-eval)",
+                           benchmark=r["benchmark"], item=r["item"])
                 continue
             by_task.setdefault(r["benchmark"], set()).add(int(index))
         errors.raise_if_any("coreset cannot be exported for lm-eval")

@@ -62,7 +62,8 @@ def _posted_scores(scores: list[dict[str, Any]], cells: Cells, benchmarks: dict[
     for row, s in enumerate(scores):
         key = (s["benchmark"], s["item"])
         if key not in cells:
-            errors.add(f"item {s['item']!r} of benchmark {s['benchmark']!r} is not in this coreset", row=row, column="item")
+            errors.add(f"item {s['item']!r} of benchmark {s['benchmark']!r} is not in this coreset", row=row,
+                       column="item")
             continue
         benchmark_id, item_pk = cells[key]
         reason = scale_of(benchmarks[benchmark_id]).problem(float(s["score"]))
@@ -77,7 +78,8 @@ def _posted_scores(scores: list[dict[str, Any]], cells: Cells, benchmarks: dict[
     return values
 
 
-def _model_values(session: Session, model: Model, coreset: Coreset, benchmarks: dict[str, Benchmark]) -> dict[int, float]:
+def _model_values(session: Session, model: Model, coreset: Coreset, benchmarks: dict[str, Benchmark]) -> dict[int,
+                                                                                                              float]:
     values: dict[int, float] = {}
     for benchmark in benchmarks.values():
         rows = session.execute(

@@ -71,7 +71,7 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
     """Replace the coreset's items with ``rows`` and mark it ready (``params``: resolved, e.g. tuned alpha;
     ``fitted_state``: what predict refits from, stored apart from ``diagnostics``)."""
     with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id, with_for_update=True)
+        coreset = session.get_one(Coreset, coreset_id, with_for_update=True)
         session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset_id))
         if rows:
             session.execute(insert(CoresetItem), rows)

@@ -13,7 +13,8 @@ from app.kit.schemas import JobRef, UtcDatetime
 class CoresetCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$", description="Shared name; each create adds a version.")
+    name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$",
+                             description="Shared name; each create adds a version.")
     # validated by the service against the registry (a located 422 naming the valid methods)
     method: str = Field(description=methods_description(), json_schema_extra={"enum": list(METHODS)})
     benchmarks: list[str] = Field(min_length=1, description="Benchmark names or ids.")

@@ -51,7 +51,8 @@ def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
     items = [{k: v for k, v in row.items() if k != "source_index"} for row in coreset_rows(session, coreset)]
     return {
         "id": coreset.id, "name": coreset.name, "version": coreset.version, "method": coreset.method,
-        "status": coreset.status, "params": coreset.params, "benchmarks": benchmark_names(session, coreset.benchmark_ids),
+        "status": coreset.status, "params": coreset.params, "benchmarks": benchmark_names(session,
+                                                                                          coreset.benchmark_ids),
         "budget": coreset.budget, "seed": coreset.seed, "reference_models": coreset.reference_models,
         "predictor": coreset.predictor, "embedding_model": coreset.embedding_model, "n_items": len(items),
         "items": items, "diagnostics": coreset.diagnostics, "error": coreset.error,

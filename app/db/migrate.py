@@ -8,7 +8,6 @@ from alembic import command
 from alembic.config import Config
 
 import migrations
-
 from app.kit.db import normalize_url
 
 

@@ -6,7 +6,7 @@ bulk into numpy matrices by ``app.benchmarks.score_matrix``.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -30,7 +30,7 @@ from app.kit.ids import new_id
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import insert, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import get_benchmark
@@ -91,10 +93,7 @@ def insert_ignoring_conflicts(session: Session, rows: list[dict[str, Any]]) -> N
         return
     dialect = session.get_bind().dialect.name
     if dialect in ("postgresql", "sqlite"):
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        dialect_insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
         stmt = dialect_insert(Embedding).on_conflict_do_nothing(index_elements=["text_hash", "model"])
         session.execute(stmt, rows)
         return

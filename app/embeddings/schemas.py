@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
-
 class EmbeddingRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 

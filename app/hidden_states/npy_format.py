@@ -36,7 +36,7 @@ def read_header(fp: IO[bytes], what: str) -> tuple[int, int, np.dtype]:
         elif version == (2, 0):
             shape, fortran, dtype = npformat.read_array_header_2_0(fp)
         else:
-            shape, fortran, dtype = npformat._read_array_header(fp, version)  # noqa: SLF001 - format 3.0
+            shape, fortran, dtype = npformat._read_array_header(fp, version)  # type: ignore[attr-defined]  # 3.0
     except Exception as exc:  # noqa: BLE001 - any failure here is a malformed file
         raise bad_file(f"malformed {what}: not a readable .npy array ({exc})") from None
     if dtype.hasobject or dtype.kind != "f" or dtype.itemsize not in (2, 4):

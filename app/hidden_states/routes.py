@@ -20,8 +20,10 @@ def upload_hidden_states(
     session: DbSession,
     settings: AppSettings,
     model: Annotated[str, Form(pattern=MODEL_NAME_PATTERN, description="The model's name or id (created if unknown).")],
-    file: Annotated[UploadFile, File(description=".npy (N x d, float16/float32) with `items`, or .npz with `ids` and `states`.")],
-    items: Annotated[str | None, Form(description="For .npy: the item ids of the rows, in order, as a JSON list.")] = None,
+    file: Annotated[UploadFile,
+                    File(description=".npy (N x d, float16/float32) with `items`, or .npz with `ids` and `states`.")],
+    items: Annotated[str | None,
+                     Form(description="For .npy: the item ids of the rows, in order, as a JSON list.")] = None,
 ) -> HiddenStatesStored:
     """Store one model's hidden states (final layer, last output token) on the benchmark's items.
 

@@ -62,7 +62,7 @@ def _model_for_upload(session: Session, ref: str) -> Model:
         return model
     if looks_like_id(ref):
         return get_model(session, ref)  # 404: an id that names no model
-    return session.get(Model, ensure_models(session, [ref])[ref])
+    return session.get_one(Model, ensure_models(session, [ref])[ref])
 
 
 def store_hidden_states(session: Session, benchmark_ref: str, model_ref: str, fp: IO[bytes],

@@ -27,7 +27,8 @@ async def import_lm_eval(
     model: Annotated[str, Form(pattern=MODEL_NAME_PATTERN, description="The evaluated model's name.")],
     files: Annotated[list[UploadFile], File(description="One or more samples_<task>_<date>.jsonl files.")],
     metric: Annotated[str | None, Form(description="Metric key; default the first of each line's `metrics`.")] = None,
-    filter: Annotated[str | None, Form(description="lm-eval filter; default 'none' if present, else the first.")] = None,
+    filter: Annotated[str | None,
+                      Form(description="lm-eval filter; default 'none' if present, else the first.")] = None,
 ) -> ImportSummary | JSONResponse:
     """Import `lm_eval --log_samples` files: a benchmark per task, items keyed by `doc_id`, the model's scores."""
     total = sum(f.size or 0 for f in files)

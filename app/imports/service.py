@@ -9,20 +9,21 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import Benchmark, Job
-from app.kit.errors import ErrorCollector, InvalidInput
-from app.integrations.lm_eval import LmEvalTaskLog, parse_samples
-from app.benchmarks.service import create_benchmark, scale_of
 from app.benchmarks.items import ItemRecord, ensure_items, upsert_items
+from app.benchmarks.score_matrix import write_scores
+from app.benchmarks.scores import check_metric
+from app.benchmarks.service import create_benchmark, scale_of
+from app.db.models import Benchmark, Job
+from app.integrations.lm_eval import LmEvalTaskLog, parse_samples
+from app.kit.errors import ErrorCollector, InvalidInput
 from app.kit.jobs import create_job
 from app.models.service import ensure_models
-from app.benchmarks.scores import check_metric
-from app.benchmarks.score_matrix import write_scores
 
 KIND = "lm_eval_import"
 
 
-def parse_logs(files: Iterable[tuple[str, Iterable[bytes]]], metric: str | None, filter_name: str | None) -> list[LmEvalTaskLog]:
+def parse_logs(files: Iterable[tuple[str, Iterable[bytes]]], metric: str | None,
+               filter_name: str | None) -> list[LmEvalTaskLog]:
     """Parse and validate every file before anything is stored; one task per file."""
     logs: list[LmEvalTaskLog] = []
     seen: dict[str, str] = {}
@@ -35,7 +36,8 @@ def parse_logs(files: Iterable[tuple[str, Iterable[bytes]]], metric: str | None,
         check_metric(log.metric)
         logs.append(log)
     if not logs:
-        raise InvalidInput("no files to import", [{"field": "files", "detail": "at least one samples_<task>_<date>.jsonl"}])
+        raise InvalidInput("no files to import", [{"field": "files",
+                                                   "detail": "at least one samples_<task>_<date>.jsonl"}])
     return logs
 
 
@@ -77,7 +79,8 @@ def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
         ])
         pk_of = ensure_items(session, benchmark, [str(item.doc_id) for item in log.items])
         values = np.array([[item.score for item in log.items]], dtype=np.float64)
-        n_scores = write_scores(session, benchmark, [model_id], [pk_of[str(item.doc_id)] for item in log.items], values, log.metric)
+        n_scores = write_scores(session, benchmark, [model_id], [pk_of[str(item.doc_id)] for item in log.items],
+                                values, log.metric)
         benchmark.data_version = (benchmark.data_version or 0) + 1
         session.flush()
         summaries.append({

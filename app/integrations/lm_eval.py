@@ -184,10 +184,11 @@ def parse_samples(
         n_records += 1
 
         ok = True
-        doc_id = record.get("doc_id")
-        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= MAX_DOC_ID:
+        raw_doc_id = record.get("doc_id")
+        doc_id = raw_doc_id if isinstance(raw_doc_id, int) and not isinstance(raw_doc_id, bool) else -1
+        if not 0 <= doc_id <= MAX_DOC_ID:
             errors.add(
-                f"doc_id must be an integer from 0 to {MAX_DOC_ID}, got {_short(doc_id)}",
+                f"doc_id must be an integer from 0 to {MAX_DOC_ID}, got {_short(raw_doc_id)}",
                 row=row,
                 column="doc_id",
             )
@@ -297,19 +298,19 @@ def parse_samples(
         )
         raise InvalidInput(detail, [{"file": filename, "column": "metrics", "detail": detail}])
 
-    bucket = buckets.get(chosen_filter) if chosen_filter is not None else None
-    all_errors = errors.errors + (bucket.errors.errors if bucket is not None else [])
+    chosen = buckets.get(chosen_filter) if chosen_filter is not None else None
+    all_errors = errors.errors + (chosen.errors.errors if chosen is not None else [])
     all_errors.sort(key=lambda e: e.get("row") or 0)
     final = ErrorCollector()
     for err in all_errors:
         final.add(**err)
     final.raise_if_any(summary)
-    if bucket is None or not bucket.items or chosen_filter is None or chosen_metric is None:
+    if chosen is None or not chosen.items or chosen_filter is None or chosen_metric is None:
         # Unreachable when no error was collected; kept as a guard, not an assert.
         detail = f"{filename!r} has no usable records for filter {chosen_filter!r}"
         raise InvalidInput(detail, [{"file": filename, "detail": detail}])
 
-    items = sorted(bucket.items, key=lambda item: item.doc_id)
+    items = sorted(chosen.items, key=lambda item: item.doc_id)
     return LmEvalTaskLog(
         task=task,
         filename=filename,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,7 +22,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             # Let SQLAlchemy, not pysqlite, open transactions, so SAVEPOINTs work
             # (SQLAlchemy's documented recipe for pysqlite).
             dbapi_conn.isolation_level = None
@@ -31,7 +33,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         @event.listens_for(engine, "begin")
-        def _sqlite_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        def _sqlite_begin(conn: Any) -> None:
             conn.exec_driver_sql("BEGIN")
 
         return engine

@@ -38,7 +38,8 @@ def get_app_settings(request: Request) -> Settings:
 
 def page_params(
     settings: Annotated[Settings, Depends(get_app_settings)],
-    limit: Annotated[int | None, Query(ge=1, description="Page size (default 100, at most EVALPLAN_PAGE_SIZE_MAX).")] = None,
+    limit: Annotated[int | None, Query(ge=1,
+                                       description="Page size (default 100, at most EVALPLAN_PAGE_SIZE_MAX).")] = None,
     cursor: Annotated[str | None, Query(description="The `next_cursor` of the previous page.")] = None,
 ) -> PageParams:
     if limit is None:

@@ -104,7 +104,8 @@ def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
         if job.status in FINAL_STATUSES:
             return job.status
         if job.attempts >= MAX_ATTEMPTS:
-            finish_job(job, "failed", error={"title": "Job failed", "detail": f"gave up after {job.attempts} attempts (worker lost)"})
+            finish_job(job, "failed", error={"title": "Job failed",
+                                             "detail": f"gave up after {job.attempts} attempts (worker lost)"})
             session.commit()
             return "failed"
         job.status, job.attempts, job.started_at = "running", job.attempts + 1, utcnow()

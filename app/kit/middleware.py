@@ -21,7 +21,8 @@ def _problem(status: int, title: str, detail: str, path: str, slug: str) -> tupl
     return status, json.dumps(problem_body(status, title, detail, instance=path, slug=slug)).encode()
 
 
-async def _send_bytes(send: Send, status: int, body: bytes, content_type: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _send_bytes(send: Send, status: int, body: bytes, content_type: str,
+                      extra: list[tuple[bytes, bytes]] | None = None) -> None:
     headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
@@ -147,7 +148,8 @@ class IdempotencyMiddleware:
         key = raw_key.decode("latin-1").strip()
         path = scope["path"]
         if not key or len(key) > 200:
-            status, body = _problem(422, "Invalid request", "Idempotency-Key must be 1-200 characters", path, "invalid-request")
+            status, body = _problem(422, "Invalid request", "Idempotency-Key must be 1-200 characters", path,
+                                    "invalid-request")
             await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE)
             return
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, and_, or_
+from sqlalchemy import ColumnElement, and_, or_
 from sqlalchemy.orm import Session
 
 from app.kit.errors import InvalidInput
@@ -63,19 +63,19 @@ def _fits(column: ColumnElement[Any], value: Any) -> bool:
 def _after(keys: Sequence[ColumnElement[Any]], values: Sequence[Any], descending: bool) -> ColumnElement[bool]:
     """Rows strictly after ``values`` in the (lexicographic) key order."""
     head, rest = keys[0], keys[1:]
-    beyond = head < values[0] if descending else head > values[0]
+    beyond: ColumnElement[bool] = head < values[0] if descending else head > values[0]
     if not rest:
         return beyond
     return or_(beyond, and_(head == values[0], _after(rest, values[1:], descending)))
 
 
-def keyset_page(session: Session, stmt: Select[Any], key: ColumnElement[Any] | Sequence[ColumnElement[Any]], *,
+def keyset_page(session: Session, stmt: Any, key: Any | Sequence[Any], *,
                 limit: int, cursor: str | None, what: str, descending: bool = False,
                 entities: bool = True) -> Page[Any]:
     """One page of ``stmt`` ordered by ``key`` (a column, or columns compared lexicographically).
 
     ``entities``: the statement selects one ORM entity (the page holds entities), else rows."""
-    keys = list(key) if isinstance(key, Sequence) else [key]
+    keys: list[Any] = list(key) if isinstance(key, Sequence) else [key]
     after = decode_cursor(cursor)
     if after is not None:
         values = after if len(keys) > 1 else [after]
@@ -84,10 +84,10 @@ def keyset_page(session: Session, stmt: Select[Any], key: ColumnElement[Any] | S
             raise invalid_cursor(f"not a {what} cursor")
         stmt = stmt.where(_after(keys, values, descending))
     stmt = stmt.order_by(*(k.desc() if descending else k for k in keys)).limit(limit + 1)
-    rows = list(session.scalars(stmt)) if entities else list(session.execute(stmt))
+    rows: list[Any] = list(session.scalars(stmt)) if entities else list(session.execute(stmt).all())
     more = len(rows) > limit
     rows = rows[:limit]
     if not more:
         return Page(rows, None)
-    last = [getattr(rows[-1], k.key) for k in keys]  # type: ignore[attr-defined]
+    last = [getattr(rows[-1], str(k.key)) for k in keys]
     return Page(rows, encode_cursor(last if len(keys) > 1 else last[0]))

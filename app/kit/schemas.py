@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, PlainSerializer
@@ -16,7 +16,7 @@ MODEL_NAME_PATTERN = r"^[^\x00-\x1f]{1,300}$"
 def as_utc(value: datetime) -> datetime:
     """The same instant in UTC; a naive value (SQLite hands those back for
     ``DateTime(timezone=True)``) is UTC already."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def iso_utc(value: datetime | None) -> str | None:

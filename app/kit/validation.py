@@ -97,5 +97,6 @@ def check_selector_params(cls: Any, params: Mapping[str, Any], seed: int, *, met
     try:
         cls(k=1, seed=seed, **checked).validate_params()
     except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field, "detail": str(exc)}]) from None
+        raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field,
+                                                                          "detail": str(exc)}]) from None
     return checked

@@ -8,8 +8,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Model
-from app.kit.ids import looks_like_id
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.ids import looks_like_id
 from app.kit.pagination import Page, keyset_page
 
 

@@ -25,7 +25,8 @@ class SessionCreate(BaseModel):
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")
     epsilon2: float | None = Field(None, description="Stopping tolerance on the interval (default 0.02).")
     window: int | None = Field(None, description="Stopping-rule window (default 30).")
-    refit_every: int | None = Field(None, description="Refit hyperparameters every n observations; 0 = never (default 50).")
+    refit_every: int | None = Field(None,
+                                    description="Refit hyperparameters every n observations; 0 = never (default 50).")
     max_items: int | None = Field(None, description="Stop after this many observations.")
     batch_size: int | None = Field(None, description="Items proposed per step (default 1).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")

@@ -66,8 +66,8 @@ def create_session(session: Session, request: SessionRequest) -> EvalSession:
     if not matrix.item_pks:
         raise InvalidInput(f"benchmark {benchmark.name!r} has no items",
                            [{"field": "benchmark", "detail": "upload items or scores first"}])
-    rows = resolve_references(session, request.reference_models, targets or [target], matrix.model_ids,
-                               matrix.model_names)
+    rows = resolve_references(session, request.reference_models, targets or [str(target)], matrix.model_ids,
+                              matrix.model_names)
     reference = matrix.values[rows].copy()
     means = np.nanmean(reference, axis=1)
     missing = np.isnan(reference)

@@ -77,7 +77,8 @@ def _apply_multi_state(row: EvalSession, estimator: MultiTargetEstimator, entry:
     per_target = {
         name: {"status": "stopped" if estimator.stopped[t] else "active", "stop_reason": estimator.stop_reasons[t],
                "n_observed": int(estimator.n_observed[t]), "estimate": finite_or_none(estimator.estimates[t]),
-               "variance": finite_or_none(estimator.variances[t]), "ci": [finite_or_none(cis[t][0]), finite_or_none(cis[t][1])]}
+               "variance": finite_or_none(estimator.variances[t]), "ci": [finite_or_none(cis[t][0]),
+                                                                          finite_or_none(cis[t][1])]}
         for t, name in enumerate(names)}
     row.target_state = {"per_target": per_target,
                         "next": [{"target": names[t], "item": entry.item_ids[j]} for t, j in proposals]}

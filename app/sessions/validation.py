@@ -219,7 +219,9 @@ def validate_observations(session: Session, row: EvalSession,
             select(SessionObservation.target_index, SessionObservation.item_pk, SessionObservation.score).where(
                 SessionObservation.session_id == row.id,
                 SessionObservation.item_pk.in_(pks[start:start + 1000]))))
-    conflicts, new, seen = [], [], {}
+    conflicts: list[dict[str, Any]] = []
+    new: list[tuple[int, int, str, float]] = []
+    seen: dict[tuple[int, int], float] = {}
     for k, (o, t) in enumerate(zip(observations, targets)):
         key, score = (t, pk_of[o.item]), float(o.score)
         before = stored.get(key, seen.get(key))

@@ -49,7 +49,8 @@ def trajectory(session: Session, row: EvalSession) -> list[dict[str, Any]]:
     estimator, _ = estimator_of(session, row)
     if row.targets:
         return [{"target": row.targets[int(r["target"])], "n": int(r["n"]), "estimate": finite_or_none(r["estimate"]),
-                 "variance": finite_or_none(r["variance"]), "ci": [finite_or_none(r["ci"][0]), finite_or_none(r["ci"][1])]}
+                 "variance": finite_or_none(r["variance"]), "ci": [finite_or_none(r["ci"][0]),
+                                                                   finite_or_none(r["ci"][1])]}
                 for r in list(estimator.trajectory)]
     rows = [r for r in list(estimator.trajectory) if 1 <= int(r["n"]) <= row.n_observed]
     return [{"n": int(r["n"]), "estimate": finite_or_none(r["estimate"]), "variance": finite_or_none(r["variance"]),

@@ -10,12 +10,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.benchmarks.service import get_benchmarks
 from app.core.benchmark_similarity import benchmark_ordering, benchmark_similarity
 from app.db.models import Benchmark, Item, Job
-from app.kit.errors import InvalidInput
 from app.embeddings.repository import load_embeddings
+from app.kit.errors import InvalidInput
 from app.kit.jobs import create_job
-from app.benchmarks.service import get_benchmarks
 
 KIND = "benchmark_similarity"
 INLINE_MAX_ITEMS = 2000
@@ -26,7 +26,8 @@ def _signature(session: Session, benchmarks: list[Benchmark], model: str) -> str
     digest = hashlib.sha256(json.dumps([model, [b.embedding_fields for b in benchmarks]]).encode())
     for b in benchmarks:
         digest.update(b.id.encode())
-        for content_hash in session.scalars(select(Item.content_hash).where(Item.benchmark_id == b.id).order_by(Item.pk)):
+        hashes = session.scalars(select(Item.content_hash).where(Item.benchmark_id == b.id).order_by(Item.pk))
+        for content_hash in hashes:
             digest.update((content_hash or "-").encode())
     return digest.hexdigest()
 
@@ -53,7 +54,8 @@ def similarity_or_job(session: Session, refs: list[str], model: str) -> tuple[di
     ids = [b.id for b in benchmarks]
     for b in benchmarks:
         if not session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == b.id)):
-            raise InvalidInput(f"benchmark {b.name!r} has no item text", [{"parameter": "benchmarks", "benchmark": b.name,
+            raise InvalidInput(f"benchmark {b.name!r} has no item text", [{"parameter": "benchmarks",
+                                                                           "benchmark": b.name,
                                                                           "detail": "upload items with prompts"}])
     signature = _signature(session, benchmarks, model)
     for job in session.scalars(select(Job).where(Job.kind == KIND).order_by(Job.id.desc()).limit(50)):

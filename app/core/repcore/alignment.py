@@ -48,7 +48,8 @@ from __future__ import annotations
 import io
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,7 +71,8 @@ class _AlignNet(nn.Module):
         self.head = nn.Linear(d_z, 1)
 
     def embed(self, m: int, h: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.proj[m](h))
+        out: torch.Tensor = self.mlp(self.proj[m](h))
+        return out
 
     def forward(self, m: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = self.embed(m, h)
@@ -108,6 +110,9 @@ class AlignmentTrainer:
     ``split_`` (dict of index arrays "train"/"val"/"test"), ``widths_``, ``device_``,
     ``model_``, ``fit_seconds_``.
     """
+
+    _mu: list[torch.Tensor] | None  # per-source standardization (``standardize``), else None
+    _inv_sd: list[torch.Tensor] | None
 
     def __init__(
         self,
@@ -157,7 +162,7 @@ class AlignmentTrainer:
     def _batch(self, states: Sequence[np.ndarray], m: int, idx: np.ndarray) -> torch.Tensor:
         # numpy's float16 -> float32 cast is ~4x faster than torch's on CPU
         x = torch.from_numpy(np.asarray(states[m][idx], dtype=np.float32)).to(self.device_)
-        if self._mu is not None:
+        if self._mu is not None and self._inv_sd is not None:
             x = (x - self._mu[m]) * self._inv_sd[m]
         return x
 
@@ -165,10 +170,12 @@ class AlignmentTrainer:
         """Per-feature mean and 1/std of each source over ``rows``, in row chunks (float64)."""
         self._mu, self._inv_sd = [], []
         for h in states:
-            s = np.zeros(h.shape[1]); s2 = np.zeros(h.shape[1])
+            s = np.zeros(h.shape[1])
+            s2 = np.zeros(h.shape[1])
             for a in range(0, len(rows), _EVAL_CHUNK):
                 blk = h[rows[a : a + _EVAL_CHUNK]].astype(np.float64)
-                s += blk.sum(0); s2 += (blk * blk).sum(0)
+                s += blk.sum(0)
+                s2 += (blk * blk).sum(0)
             mu = s / len(rows)
             sd = np.sqrt(np.maximum(s2 / len(rows) - mu * mu, 0.0))
             inv = np.where(sd > 1e-6, 1.0 / np.maximum(sd, 1e-6), 1.0)
@@ -221,7 +228,7 @@ class AlignmentTrainer:
         states: list[np.ndarray],
         correctness: np.ndarray,
         progress: Callable[[float], None] | None = None,
-    ) -> "AlignmentTrainer":
+    ) -> AlignmentTrainer:
         """Train on ``states`` (one ``N x d_m`` array per source, any float dtype) and
         ``correctness`` (``M x N`` 0/1). ``progress`` gets the fraction of ``epochs`` done
         after every epoch and 1.0 at the end; an exception it raises aborts the fit."""
@@ -263,7 +270,7 @@ class AlignmentTrainer:
                     for a in range(0, len(order), int(self.batch_size)):
                         idx = np.sort(order[a : a + int(self.batch_size)])
                         idx_t = torch.from_numpy(idx).to(self.device_)
-                        loss = 0.0
+                        loss: Any = 0.0
                         for m in range(n_src):
                             _, out = self.model_(m, self._batch(states, m, idx))
                             loss = loss + nn.functional.binary_cross_entropy_with_logits(
@@ -273,7 +280,8 @@ class AlignmentTrainer:
                         opt.zero_grad(set_to_none=True)
                         loss.backward()
                         opt.step()
-                        tot += float(loss.detach()) * len(idx); cnt += len(idx)
+                        tot += float(loss.detach()) * len(idx)
+                        cnt += len(idx)
                     self.train_loss_.append(tot / max(cnt, 1))
                     vl = self._val_loss(states, y, va)
                     self.val_loss_.append(vl)
@@ -334,7 +342,7 @@ class AlignmentTrainer:
         if not hasattr(self, "model_"):
             raise RuntimeError("not fitted")
         logits, _ = self._logits_and_embeddings(states, None, False)
-        return 1.0 / (1.0 + np.exp(-np.stack(logits)))
+        return np.asarray(1.0 / (1.0 + np.exp(-np.stack(logits))))
 
     def state_dict_bytes(self) -> bytes:
         """The trained network, its config, widths and standardization, via ``torch.save``."""
@@ -352,7 +360,7 @@ class AlignmentTrainer:
         return buf.getvalue()
 
     @classmethod
-    def from_state_bytes(cls, data: bytes, device: str | None = None) -> "AlignmentTrainer":
+    def from_state_bytes(cls, data: bytes, device: str | None = None) -> AlignmentTrainer:
         """Rebuild a trained trainer from :meth:`state_dict_bytes` (for :meth:`transform`,
         :meth:`predict_proba`); fit-time attributes such as ``embeddings_`` are not restored."""
         payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)

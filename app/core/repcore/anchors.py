@@ -31,7 +31,7 @@ _EPS = 1e-12
 
 def _normalize_rows(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(norms, _EPS)
+    return np.asarray(x / np.maximum(norms, _EPS))
 
 
 def consensus_embeddings(embeddings: list[np.ndarray]) -> np.ndarray:
@@ -82,15 +82,15 @@ class SphericalKMeansAnchors:
     # similarity: larger is better for both metrics
     def _sim(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
         if self._cosine:
-            return x @ c.T
+            return np.asarray(x @ c.T)
         d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
-        return -np.maximum(d2, 0.0)
+        return np.asarray(-np.maximum(d2, 0.0))
 
     def _center(self, members: np.ndarray) -> np.ndarray:
         c = members.mean(0)
         if self._cosine:
             c = c / max(np.linalg.norm(c), _EPS)
-        return c
+        return np.asarray(c)
 
     def _seed_centers(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n = x.shape[0]
@@ -113,7 +113,7 @@ class SphericalKMeansAnchors:
         c = self._seed_centers(x, rng)
         labels = np.full(x.shape[0], -1)
         it = 0
-        for it in range(1, int(self.max_iter) + 1):
+        for it in range(1, int(self.max_iter) + 1):  # noqa: B007 - the count is read after the loop
             s = self._sim(x, c)
             new = s.argmax(1)
             best = s[np.arange(len(new)), new]
@@ -130,7 +130,7 @@ class SphericalKMeansAnchors:
         obj = float(s[np.arange(len(labels)), labels].sum())
         return labels, c, obj, it
 
-    def fit(self, X: np.ndarray) -> "SphericalKMeansAnchors":
+    def fit(self, X: np.ndarray) -> SphericalKMeansAnchors:
         """Cluster the rows of ``X`` (``N x d``) and pick one anchor per cluster."""
         if self.input not in ("embeddings", "correctness"):
             raise ValueError('input must be "embeddings" or "correctness"')
@@ -151,6 +151,7 @@ class SphericalKMeansAnchors:
             labels, c, obj, it = self._lloyd(x, rng)
             if best is None or obj > best[2] + 1e-12:
                 best = (labels, c, obj, it)
+        assert best is not None  # n_init >= 1
         labels, centers, obj, n_iter = best
         labels = labels.copy()
 
@@ -170,10 +171,14 @@ class SphericalKMeansAnchors:
             members = np.flatnonzero(labels == j)
             s = self._sim(x[members], centers[j][None, :])[:, 0]
             a = int(members[np.argmax(s)])  # lowest index among exact ties
-            anchors.append(a); sims.append(float(s.max())); sizes.append(len(members))
-        anchors_a = np.array(anchors); sizes_a = np.array(sizes)
+            anchors.append(a)
+            sims.append(float(s.max()))
+            sizes.append(len(members))
+        anchors_a = np.array(anchors)
+        sizes_a = np.array(sizes)
         order = np.lexsort((anchors_a, -sizes_a))  # size desc, then anchor index
-        remap = np.empty(self.k, dtype=int); remap[order] = np.arange(self.k)
+        remap = np.empty(self.k, dtype=int)
+        remap[order] = np.arange(self.k)
 
         self.ranking_ = anchors_a[order]
         self.weights_ = sizes_a[order]

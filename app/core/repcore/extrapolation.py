@@ -33,13 +33,14 @@ def source_mean_correctness(source_correctness: np.ndarray) -> np.ndarray:
     y = np.asarray(source_correctness, dtype=np.float64)
     if y.ndim != 2 or y.shape[0] < 1:
         raise ValueError("source_correctness must be M x N with M >= 1")
-    return y.mean(axis=0)
+    return np.asarray(y.mean(axis=0))
 
 
 def ridge_1d(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, float]:
     """Closed-form ridge with intercept on one feature: ``(coef, intercept)``; identical to
     ``sklearn.linear_model.Ridge(alpha).fit(x[:, None], y)``."""
-    x = np.asarray(x, dtype=np.float64); y = np.asarray(y, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
     xm, ym = x.mean(), y.mean()
     xc = x - xm
     denom = float(xc @ xc) + float(alpha)
@@ -50,7 +51,8 @@ def ridge_1d(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[float, float]:
 def agreement(pred: np.ndarray, truth: np.ndarray, threshold: float = 0.5) -> float:
     """Appendix C.1 Agreement: fraction of items whose thresholded prediction
     (``pred >= threshold`` -> 1) equals the 0/1 ground truth."""
-    p = np.asarray(pred, dtype=np.float64); t = np.asarray(truth)
+    p = np.asarray(pred, dtype=np.float64)
+    t = np.asarray(truth)
     if p.shape != t.shape or p.size == 0:
         raise ValueError("pred and truth must be non-empty and of one shape")
     return float(np.mean((p >= threshold).astype(int) == (t >= 0.5).astype(int)))
@@ -84,7 +86,7 @@ class RepCoreExtrapolator:
         p = self.coef_ * np.asarray(x, dtype=np.float64) + self.intercept_
         return np.clip(p, 0.0, 1.0) if self.clip else p
 
-    def fit(self, anchor_idx: np.ndarray, y_anchor: np.ndarray, x: np.ndarray) -> "RepCoreExtrapolator":
+    def fit(self, anchor_idx: np.ndarray, y_anchor: np.ndarray, x: np.ndarray) -> RepCoreExtrapolator:
         """Fit ``g_t`` on ``(x_i, y_{t,i})`` over the anchors and compute eq. 8."""
         if self.ridge_alpha < 0:
             raise ValueError("ridge_alpha must be >= 0")

@@ -68,11 +68,11 @@ class SyntheticSuite:
     @property
     def target_scores(self) -> np.ndarray:
         """True full-benchmark accuracy of each target model (§3 metrics' ground truth)."""
-        return self.target_correctness.mean(axis=1)
+        return np.asarray(self.target_correctness.mean(axis=1))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
 
 
 def make_synthetic_suite(

@@ -40,8 +40,8 @@ class ParamSpec(NamedTuple):
 
 def check_embeddings(embeddings: Any, dtype: type = np.float64) -> np.ndarray:
     """Return ``embeddings`` as a finite, C-contiguous ``(n, d)`` float array."""
-    return check_array(embeddings, dtype=dtype, order="C", ensure_all_finite=True,
-                       ensure_min_samples=1, ensure_min_features=1, input_name="embeddings")
+    return np.asarray(check_array(embeddings, dtype=dtype, order="C", ensure_all_finite=True,
+                                  ensure_min_samples=1, ensure_min_features=1, input_name="embeddings"))
 
 
 def check_labels(labels: Any, n: int) -> np.ndarray:
@@ -66,9 +66,9 @@ def check_k(k: Any, n: int | None = None) -> int:
     """``k`` must be an integer with ``1 <= k`` (and ``k <= n`` when ``n`` is given)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise ValueError(f"k must be an integer, got {k!r}")
-    if k < 1:
+    if int(k) < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if n is not None and k > n:
+    if n is not None and int(k) > n:
         raise ValueError(f"k={k} is larger than the number of items n={n}")
     return int(k)
 
@@ -79,7 +79,7 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
-class SelectorBase(BaseEstimator, ABC):
+class SelectorBase(BaseEstimator, ABC):  # type: ignore[misc]  # scikit-learn ships no type stubs
     """What every selector shares, text-based (:class:`BaseSelector`) or score-based
     (``app.core.selection.score_based``): ``k`` / ``seed`` validation and the checked result.
 

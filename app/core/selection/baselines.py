@@ -83,9 +83,9 @@ class StratifiedRandom(BaseSelector):
 def _dpp_features(X: np.ndarray, kernel: str) -> np.ndarray:
     """``Phi`` with ``K = Phi Phi^T`` (§4.2): centered (cov), unit rows (cos) or raw (dot)."""
     if kernel == "cov":
-        return X - X.mean(axis=0)
+        return np.asarray(X - X.mean(axis=0))
     if kernel == "cos":
-        return normalize(X)  # zero rows stay zero
+        return np.asarray(normalize(X))  # zero rows stay zero
     return X.copy()
 
 

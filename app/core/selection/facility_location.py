@@ -42,7 +42,7 @@ def _normalize_rows(X: np.ndarray) -> np.ndarray:
 
 
 def _row_counts(mask: np.ndarray) -> np.ndarray:
-    return mask.view(np.uint8).sum(axis=1, dtype=np.int64)
+    return np.asarray(mask.view(np.uint8).sum(axis=1, dtype=np.int64))
 
 
 def _row_top_t(S: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

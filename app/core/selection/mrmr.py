@@ -48,6 +48,8 @@ value at each pick; the first pick's value is its relevance), ``relevance_`` (al
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_array
@@ -81,7 +83,7 @@ def _plugin_discrete_target(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.maximum(mi, 0.0)
 
 
-class MRMR(BaseEstimator):
+class MRMR(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
     """Minimum-redundancy maximum-relevance item selection (see module docstring)."""
 
     def __init__(self, k: int = 10, scheme: str = "miq", estimator: str = "auto",
@@ -93,7 +95,7 @@ class MRMR(BaseEstimator):
         self.seed = seed
 
     # -- helpers ------------------------------------------------------------------------------
-    def _resolve(self, Y: np.ndarray):
+    def _resolve(self, Y: np.ndarray) -> tuple[bool, str, int]:
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
         if self.estimator not in ESTIMATORS:
@@ -113,10 +115,10 @@ class MRMR(BaseEstimator):
             raise ValueError(f"need more than n_neighbors={nn} models, got {Y.shape[0]}")
         return binary, est, int(nn)
 
-    def prepare(self, Y):
+    def prepare(self, Y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool, str, int]:
         """Validated inputs of the MI computations: (Y used for items, mean-score target)."""
-        Y = check_array(Y, dtype=np.float64, ensure_all_finite=True, ensure_min_samples=2,
-                        input_name="Y")
+        Y = np.asarray(check_array(Y, dtype=np.float64, ensure_all_finite=True, ensure_min_samples=2,
+                                   input_name="Y"))
         binary, est, nn = self._resolve(Y)
         target = Y.mean(axis=1)
         rng = np.random.RandomState(check_seed(self.seed))
@@ -127,13 +129,13 @@ class MRMR(BaseEstimator):
             target = sklearn_jitter(target, rng)
         return Y, Yi, target, binary, est, nn
 
-    def mi_column(self, Yi: np.ndarray, j: int, cols: np.ndarray, est: str, nn: int):
+    def mi_column(self, Yi: np.ndarray, j: int, cols: np.ndarray, est: str, nn: int) -> np.ndarray:
         """MI between item j and the items ``cols`` (the batched redundancy column)."""
         if est in ("plugin", "ross"):
             return mi_binary_matrix(Yi[:, cols], Yi[:, j])
         return mi_ksg_matrix(Yi[:, cols], Yi[:, j], nn, pca=(est == "ksg_pca"))
 
-    def relevance(self, Yi: np.ndarray, target: np.ndarray, est: str, nn: int):
+    def relevance(self, Yi: np.ndarray, target: np.ndarray, est: str, nn: int) -> np.ndarray:
         if est == "plugin":
             return _plugin_discrete_target(Yi, target)
         if est == "ross":
@@ -141,7 +143,7 @@ class MRMR(BaseEstimator):
         return mi_ksg_matrix(Yi, target, nn, pca=(est == "ksg_pca"))
 
     # -- fit ----------------------------------------------------------------------------------
-    def fit(self, Y, y=None):
+    def fit(self, Y: Any, y: Any = None) -> MRMR:
         Y, Yi, target, binary, est, nn = self.prepare(Y)
         n_models, m = Y.shape
         k = check_k(self.k, m)

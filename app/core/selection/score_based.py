@@ -58,8 +58,8 @@ __all__ = [
 # ----------------------------------------------------------------------------- common
 def check_scores(Y: Any, min_models: int = 2) -> np.ndarray:
     """``Y`` as a finite ``(models x items)`` float64 array with at least ``min_models`` rows."""
-    return check_array(Y, dtype=np.float64, ensure_all_finite=True, ensure_min_samples=min_models,
-                       ensure_min_features=1, input_name="Y")
+    return np.asarray(check_array(Y, dtype=np.float64, ensure_all_finite=True, ensure_min_samples=min_models,
+                                  ensure_min_features=1, input_name="Y"))
 
 
 def _standardize(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +80,7 @@ def correlation_distance(Y: Any) -> np.ndarray:
     Z, _ = _standardize(Y)
     D = 1.0 - (Z.T @ Z) / Y.shape[0]
     np.fill_diagonal(D, 0.0)
-    return D
+    return np.asarray(D)
 
 
 def kmedoids_cost(D: np.ndarray, medoids: Any) -> float:
@@ -182,7 +182,7 @@ class AnchorPoints(_ScoreSelector):
         """(n, len(cols)) correlation distances, with d(c, c) = 0 for c in cols."""
         D = 1.0 - (Z.T @ Z[:, cols]) / M
         D[cols, np.arange(len(cols))] = 0.0
-        return D
+        return np.asarray(D)
 
     def _init_pp(self, Z: np.ndarray, M: int, k: int, rng: np.random.Generator) -> np.ndarray:
         n = Z.shape[1]
@@ -208,10 +208,11 @@ class AnchorPoints(_ScoreSelector):
         cost = float(D[np.arange(D.shape[0]), labels].sum())
         return labels, cost
 
-    def _run(self, Z, M, self_d, medoids):
+    def _run(self, Z: np.ndarray, M: int, self_d: np.ndarray, medoids: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, float, int]:
         labels, cost = self._assign(Z, M, medoids)
         it = 0
-        for it in range(1, self.max_iter + 1):
+        for it in range(1, self.max_iter + 1):  # noqa: B007 - the count is read after the loop
             new = medoids.copy()
             for c in range(medoids.size):
                 members = np.flatnonzero(labels == c)
@@ -231,7 +232,8 @@ class AnchorPoints(_ScoreSelector):
             medoids, labels, cost = new, new_labels, new_cost
         return medoids, labels, cost, it
 
-    def _swap(self, Z, M, medoids, labels, cost):
+    def _swap(self, Z: np.ndarray, M: int, medoids: np.ndarray, labels: np.ndarray, cost: float
+              ) -> tuple[np.ndarray, np.ndarray, float, int]:
         """PAM SWAP phase: repeatedly apply the best (medoid out, item in) exchange while it lowers
         the total distance (steepest descent, ties -> lowest medoid slot then lowest item)."""
         n, k = Z.shape[1], medoids.size
@@ -241,7 +243,7 @@ class AnchorPoints(_ScoreSelector):
             Dm = self._dist_to(Z, M, medoids)                     # (n, k)
             part = np.partition(Dm, 1, axis=1) if k > 1 else None
             D1 = Dm[np.arange(n), labels]
-            D2 = part[:, 1] if k > 1 else np.full(n, np.inf)
+            D2 = part[:, 1] if part is not None else np.full(n, np.inf)
             onehot = np.zeros((n, k))
             onehot[np.arange(n), labels] = 1.0
             is_med = np.zeros(n, dtype=bool)
@@ -284,6 +286,7 @@ class AnchorPoints(_ScoreSelector):
                 medoids, labels, cost, n_swaps = self._swap(Z, M, medoids, labels, cost)
             if best is None or cost < best[2] - 1e-12 * max(1.0, abs(best[2])):
                 best = (medoids, labels, cost, n_iter, n_swaps)
+        assert best is not None  # n_init >= 1
         medoids, labels, cost, n_iter, n_swaps = best
         self.n_swaps_ = n_swaps
         n = Y.shape[1]
@@ -377,14 +380,14 @@ class LassoSelection(_ScoreSelector):
         else:
             chosen = chosen[_top_k(np.abs(coef_full[chosen]), chosen.size)]
         n_path = chosen.size
-        ranking = list(chosen)
+        picked = list(chosen)
         if n_path < k:  # fill by |cov(item, s)|, constants last
             crit = np.abs(Xc.T @ sc) / M
             crit[const] = -np.inf
             crit[chosen] = np.nan
             rest = np.flatnonzero(~np.isnan(crit))
-            ranking += list(rest[_top_k(crit[rest], k - n_path)])
-        ranking = np.asarray(ranking, dtype=np.int64)
+            picked += list(rest[_top_k(crit[rest], k - n_path)])
+        ranking = np.asarray(picked, dtype=np.int64)
         w = np.zeros(k)
         w[:n_path] = coef_full[chosen]
         self.weights_ = w
@@ -398,7 +401,7 @@ class LassoSelection(_ScoreSelector):
 PREDICTORS = ("ridge", "kernel_ridge")
 
 
-def _make_predictor(name: str):
+def _make_predictor(name: str) -> RidgePredictor | KernelRidgePredictor:
     if name == "ridge":
         return RidgePredictor()
     if name == "kernel_ridge":
@@ -411,7 +414,7 @@ def _folds(M: int, cv: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(KFold(n_splits=n_splits, shuffle=True, random_state=seed).split(np.zeros(M)))
 
 
-def _cv_rmse_folds(X: np.ndarray, y: np.ndarray, folds, predictor: str) -> float:
+def _cv_rmse_folds(X: np.ndarray, y: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]], predictor: str) -> float:
     resid = np.empty_like(y)
     for tr, te in folds:
         p = _make_predictor(predictor).fit(X[tr], y[tr])
@@ -501,7 +504,7 @@ def rasch_jml(Y: np.ndarray, l2: float = 0.01, tol: float = 1e-6,
     """
     M, n = Y.shape
 
-    def f(x):
+    def f(x: np.ndarray) -> tuple[float, np.ndarray]:
         th, b = x[:M], x[M:]
         L = th[:, None] - b[None, :]
         val = np.sum(np.logaddexp(0.0, L) - Y * L) + 0.5 * l2 * (x @ x)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 METHODS = ("bayesame", "bayesame_rs", "rs_mean")
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 
 
-def _is_int(x) -> bool:
+def _is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def _is_real(x) -> bool:
+def _is_real(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))
 
 
@@ -29,7 +30,7 @@ class SessionConfig:
     refit_every: int = 50  # 0 = never refit
     max_items: int | None = None
     batch_size: int = 1
-    hyperparameters: dict | None = None  # {"alpha", "beta", "sigma2"} (any subset)
+    hyperparameters: dict[str, float] | None = None  # {"alpha", "beta", "sigma2"} (any subset)
     seed: int = 0
     n0: int = 10
 

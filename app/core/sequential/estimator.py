@@ -21,6 +21,7 @@ Per observation O(B n + B K_r) time, O(B n) memory.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
@@ -57,7 +58,7 @@ def rs_mean_s2(s: np.ndarray) -> float:
     pt = (float(s.sum()) + z2h * (lo + hi)) / (n + 2.0 * z2h)
     floor = (float(((s - pt) ** 2).sum()) + z2h * ((lo - pt) ** 2 + (hi - pt) ** 2)) / (n + 2.0 * z2h - 1.0)
     s2 = float(s.var(ddof=1)) if n >= 2 else 0.0
-    return max(s2, floor)
+    return float(max(s2, floor))
 
 
 def checked_score(score: object) -> float:
@@ -95,6 +96,11 @@ def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: n
 
 
 class SequentialEstimator:
+    _L: np.ndarray  # the growing Cholesky factor, A, y and buckets of the observations (_ensure_capacity)
+    _A: np.ndarray
+    _y: np.ndarray
+    _bC: np.ndarray
+
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
         if not isinstance(prior, BucketPrior):
             raise ValueError("prior: must be a BucketPrior")
@@ -123,7 +129,7 @@ class SequentialEstimator:
         self.n_observed = 0
         self.stopped = False
         self.stop_reason: str | None = None
-        self.trajectory: list[dict] = []
+        self.trajectory: list[dict[str, Any]] = []
         self._iter_estimates: list[float] = []
         self.n_refits = 0
 
@@ -137,7 +143,7 @@ class SequentialEstimator:
 
     # ------------------------------------------------------------------ public state
     @property
-    def hyperparameters(self) -> dict:
+    def hyperparameters(self) -> dict[str, Any]:
         return {"alpha": self._alpha, "beta": self._beta, "sigma2": self._sigma2}
 
     @property
@@ -150,7 +156,7 @@ class SequentialEstimator:
         return list(self._items)
 
     # ------------------------------------------------------------------ kernel pieces
-    def _kernel_row(self, b: int):
+    def _kernel_row(self, b: int) -> tuple[np.ndarray, np.ndarray | None]:
         """Prior covariance row Sigma[b, :] and (grid mode) its integer distance levels."""
         p = self.prior
         if p.grid:
@@ -232,13 +238,14 @@ class SequentialEstimator:
         for _ in range(8):
             try:
                 M = G if jitter == 0.0 else G + jitter * np.eye(G.shape[0])
-                return cholesky(M, lower=True, check_finite=False)
+                return np.asarray(cholesky(M, lower=True, check_finite=False))
             except LinAlgError:
                 jitter = scale * (1e-10 if jitter == 0.0 else 10 * jitter / scale)
         raise LinAlgError("covariance of the observed items is not positive definite")
 
     # ------------------------------------------------------------------ one appended row
-    def _extend(self, b: int, n: int):
+    def _extend(self, b: int, n: int
+                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, float, np.ndarray, np.ndarray]:
         """Write row n of L and A for a new observation in bucket b (rows < n are the conditioning set)."""
         k, lev = self._kernel_row(b)
         noise = self._Nb[b] * self._sigma2
@@ -274,7 +281,7 @@ class SequentialEstimator:
         self.estimate = float(est)
         self.variance = float(max(var, 0.0))
 
-    def _ig_scores(self, w, v, g, diag) -> np.ndarray:
+    def _ig_scores(self, w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: np.ndarray) -> np.ndarray:
         return information_gain_scores(w, v, g, diag, self._sigma2, self._Nb)
 
     def information_gain(self) -> np.ndarray:

@@ -21,6 +21,7 @@ worse than the paper's single run and only sits on a bound when that bound reall
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
@@ -30,7 +31,8 @@ from scipy.optimize import minimize
 LOG_BOUNDS = ((math.log(1e-5), math.log(1e2)), (math.log(1e-4), math.log(1e4)))
 
 
-def neg_log_marginal_likelihood(log_params, r, d2_scaled, noise, with_grad=True):
+def neg_log_marginal_likelihood(log_params: np.ndarray, r: np.ndarray, d2_scaled: np.ndarray, noise: np.ndarray,
+                                with_grad: bool = True) -> Any:
     """NLL(alpha, beta) and its gradient w.r.t. (log alpha, log beta).
 
     r: residuals s_C - mu_{b_C} (n,); d2_scaled: ||phi_bj - phi_bk||^2 / K_r (n, n); noise: (n,).
@@ -73,7 +75,8 @@ _LO = np.array([lo for lo, _ in LOG_BOUNDS])
 _HI = np.array([hi for _, hi in LOG_BOUNDS])
 
 
-def fit_alpha_beta(r, d2_scaled, noise, alpha0=1.0, beta0=1.0, maxiter=100, warm=None):
+def fit_alpha_beta(r: np.ndarray, d2_scaled: np.ndarray, noise: np.ndarray, alpha0: float = 1.0, beta0: float = 1.0,
+                   maxiter: int = 100, warm: tuple[float, float] | None = None) -> tuple[float, float, float]:
     """Minimise the NLL over (log alpha, log beta) in the box; returns (alpha, beta, nll).
 
     Multi-start L-BFGS-B (see the module docstring for why): from the paper's start (alpha0, beta0),
@@ -86,7 +89,7 @@ def fit_alpha_beta(r, d2_scaled, noise, alpha0=1.0, beta0=1.0, maxiter=100, warm
     return _fit(r, d2_scaled, noise, alpha0, beta0, maxiter, warm)
 
 
-def _profile_alpha(r, d2_scaled, noise, beta, iters=2):
+def _profile_alpha(r: np.ndarray, d2_scaled: np.ndarray, noise: np.ndarray, beta: float, iters: int = 2) -> float:
     """Approximate argmin_alpha NLL at fixed beta: alpha <- r^T (E + D/alpha)^-1 r / n (exact for D = 0)."""
     n = r.shape[0]
     E = np.exp(-beta * d2_scaled)
@@ -100,12 +103,13 @@ def _profile_alpha(r, d2_scaled, noise, beta, iters=2):
             break
         a = float(r @ cho_solve((L, True), r, check_finite=False)) / n
         a = min(max(a, math.exp(_LO[0])), math.exp(_HI[0]))
-    return a
+    return float(a)
 
 
-def _fit(r, d2_scaled, noise, alpha0, beta0, maxiter, warm):
-    def nll(x):
-        return neg_log_marginal_likelihood(x, r, d2_scaled, noise, with_grad=False)
+def _fit(r: np.ndarray, d2_scaled: np.ndarray, noise: np.ndarray, alpha0: float, beta0: float, maxiter: int,
+         warm: tuple[float, float] | None) -> tuple[float, float, float]:
+    def nll(x: np.ndarray) -> float:
+        return float(neg_log_marginal_likelihood(x, r, d2_scaled, noise, with_grad=False))
 
     starts = [np.clip(np.log([alpha0, beta0]), _LO, _HI)]
     if warm is not None:
@@ -114,8 +118,8 @@ def _fit(r, d2_scaled, noise, alpha0, beta0, maxiter, warm):
         grid = [np.clip(np.log([_profile_alpha(r, d2_scaled, noise, b), b]), _LO, _HI) for b in GRID_BETA]
         fg = [nll(x) for x in grid]
         starts.append(grid[int(np.argmin(fg))])
-    best_x, best_f = None, math.inf
-    seen = []
+    best_x, best_f = starts[0], math.inf
+    seen: list[np.ndarray] = []
     for x0 in starts:
         if any(np.allclose(x0, s, atol=1e-8) for s in seen):
             continue

@@ -28,12 +28,14 @@ Appending an observation of (t, b) costs O(T B n) (one pass over A); a refit reb
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
-from scipy.linalg import LinAlgError, cholesky, solve_triangular
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 
 from .config import SessionConfig
 from .estimator import Z975, checked_score, information_gain_scores
+from .numeric import AdamW, torch_randn
 from .prior import BucketPrior
 
 SIGMA2_BINARY = 0.1  # App. C.1 (multi-target): sigma^2 init for binary scores
@@ -56,9 +58,9 @@ def kernel_values(kind: str, alpha: float, beta: float, d2_scaled: np.ndarray) -
     """k_l on x = beta * d2_scaled where d2_scaled = ||phi_b - phi_b'||^2 / K_r."""
     x = beta * np.maximum(d2_scaled, 0.0)
     if kind == "se":
-        return alpha * np.exp(-x)
+        return np.asarray(alpha * np.exp(-x))
     r = _SQRT3 * np.sqrt(x)
-    return alpha * (1.0 + r) * np.exp(-r)
+    return np.asarray(alpha * (1.0 + r) * np.exp(-r))
 
 
 def _chol(G: np.ndarray) -> np.ndarray:
@@ -67,13 +69,14 @@ def _chol(G: np.ndarray) -> np.ndarray:
     for _ in range(8):
         try:
             M = G if jitter == 0.0 else G + jitter * np.eye(G.shape[0])
-            return cholesky(M, lower=True, check_finite=False)
+            return np.asarray(cholesky(M, lower=True, check_finite=False))
         except LinAlgError:
             jitter = scale * 1e-10 if jitter == 0.0 else 10.0 * jitter
     raise LinAlgError("covariance of the observed (target, item) pairs is not positive definite")
 
 
-def multi_target_gram(kinds, alpha, beta, weights, sigma2, d2_scaled, targets, noise_sizes):
+def multi_target_gram(kinds: list[str], alpha: np.ndarray, beta: np.ndarray, weights: np.ndarray, sigma2: float,
+                      d2_scaled: np.ndarray, targets: np.ndarray, noise_sizes: np.ndarray) -> np.ndarray:
     """G = K_CC + D_C for observations with bucket distances d2_scaled (n, n), targets (n,), N_b (n,)."""
     n = targets.shape[0]
     G = np.zeros((n, n))
@@ -84,13 +87,59 @@ def multi_target_gram(kinds, alpha, beta, weights, sigma2, d2_scaled, targets, n
     return G
 
 
-def multi_target_nll(kinds, alpha, beta, weights, sigma2, d2_scaled, targets, noise_sizes, residuals) -> float:
+def multi_target_nll(kinds: list[str], alpha: np.ndarray, beta: np.ndarray, weights: np.ndarray, sigma2: float,
+                     d2_scaled: np.ndarray, targets: np.ndarray, noise_sizes: np.ndarray, residuals: np.ndarray
+                     ) -> float:
     """Negative log marginal likelihood of residuals s_C - mu_C (numpy, float64)."""
     G = multi_target_gram(kinds, alpha, beta, weights, sigma2, d2_scaled, targets, noise_sizes)
     L = _chol(G)
     z = solve_triangular(L, residuals, lower=True, check_finite=False)
     n = residuals.shape[0]
-    return 0.5 * float(z @ z) + float(np.log(np.diag(L)).sum()) + 0.5 * n * math.log(2.0 * math.pi)
+    return float(0.5 * float(z @ z) + float(np.log(np.diag(L)).sum()) + 0.5 * n * math.log(2.0 * math.pi))
+
+
+def multi_target_nll_and_grad(kinds: list[str], log_alpha: np.ndarray, log_beta: np.ndarray, weights: np.ndarray,
+                              log_sigma2: np.ndarray, d2_scaled: np.ndarray, targets: np.ndarray,
+                              noise_sizes: np.ndarray, residuals: np.ndarray
+                              ) -> tuple[float, list[np.ndarray]] | None:
+    """The NLL of :func:`multi_target_nll` in the refit's parameters (log alpha, log beta, w, log sigma^2)
+    and its gradient, ``dNLL/dG = (G^-1 - a a^T) / 2`` with ``a = G^-1 r``; None when G is not
+    positive definite. Matern-3/2 at distance 0 is the constant alpha (no beta gradient)."""
+    alpha, beta, sigma2 = np.exp(log_alpha), np.exp(log_beta), math.exp(float(log_sigma2))
+    n = residuals.shape[0]
+    positive = d2_scaled > 0
+    G = np.diag(sigma2 * noise_sizes)
+    parts = []
+    for l, kind in enumerate(kinds):
+        x = beta[l] * d2_scaled
+        if kind == "se":
+            k = np.exp(-x)
+            dk = -x * k  # dk / d log beta
+        else:
+            rr = _SQRT3 * np.sqrt(np.where(positive, x, 1.0))
+            e = np.exp(-rr)
+            k = np.where(positive, (1.0 + rr) * e, 1.0)
+            dk = np.where(positive, -1.5 * x * e, 0.0)
+        wl = weights[l, targets]
+        ww = np.outer(wl, wl)
+        G = G + alpha[l] * ww * k
+        parts.append((k, dk, wl, ww))
+    try:
+        L = cholesky(G, lower=True, check_finite=False)
+    except LinAlgError:
+        return None
+    z = solve_triangular(L, residuals, lower=True, check_finite=False)
+    nll = 0.5 * float(z @ z) + float(np.log(np.diag(L)).sum()) + 0.5 * n * math.log(2.0 * math.pi)
+    a = cho_solve((L, True), residuals, check_finite=False)
+    M = 0.5 * (cho_solve((L, True), np.eye(n), check_finite=False) - np.outer(a, a))
+    g_alpha, g_beta, g_weights = np.zeros_like(log_alpha), np.zeros_like(log_beta), np.zeros_like(weights)
+    for l, (k, dk, wl, ww) in enumerate(parts):
+        Mk = M * k
+        g_alpha[l] = alpha[l] * float(np.sum(Mk * ww))
+        g_beta[l] = alpha[l] * float(np.sum(M * ww * dk))
+        g_weights[l] = np.bincount(targets, weights=2.0 * alpha[l] * (Mk @ wl), minlength=weights.shape[1])
+    g_sigma2 = np.array(sigma2 * float(np.diag(M) @ noise_sizes))
+    return nll, [g_alpha, g_beta, g_weights, g_sigma2]
 
 
 class MultiTargetEstimator:
@@ -102,6 +151,10 @@ class MultiTargetEstimator:
     own estimate / variance / CI / stopping rule; the session stops when all targets have stopped.
     Estimates of stopped targets keep following the joint posterior as other targets are observed.
     """
+
+    _L: np.ndarray  # the growing Cholesky factor, A and y of the observed (target, item) pairs
+    _A: np.ndarray
+    _y: np.ndarray
 
     def __init__(self, prior: BucketPrior, config: SessionConfig, n_targets: int, n_latent: int = 2,
                  continuous: bool = False, *, adam_steps: int = 100) -> None:
@@ -133,10 +186,8 @@ class MultiTargetEstimator:
         self._alpha = np.full(Lat, float(hp.get("alpha", 1.0)))
         self._beta = np.full(Lat, float(hp.get("beta", 1.0)))
         self._sigma2 = float(hp.get("sigma2", SIGMA2_CONTINUOUS if self.continuous else SIGMA2_BINARY))
-        import torch  # seeded w ~ N(0, 0.01), independent of the global torch RNG state
-
-        gen = torch.Generator().manual_seed(int(config.seed))
-        self._W = (W_INIT_STD * torch.randn((Lat, T), generator=gen, dtype=torch.float64)).numpy().copy()
+        # w ~ N(0, 0.01) from torch's seeded CPU generator, reproduced without torch (numeric.torch_randn)
+        self._W = W_INIT_STD * torch_randn((Lat, T), int(config.seed))
 
         rng0 = np.random.default_rng([config.seed, 0])
         n_init = min(N, int(math.ceil(INIT_FRACTION * N)))
@@ -152,11 +203,11 @@ class MultiTargetEstimator:
         self.n_observed = np.zeros(T, dtype=np.int64)
         self.stopped = np.zeros(T, dtype=bool)
         self.stop_reasons: list[str | None] = [None] * T
-        self.trajectory: list[dict] = []
+        self.trajectory: list[dict[str, Any]] = []
         self._iter_estimates: list[list[float]] = [[] for _ in range(T)]
         self._rr = 0  # round-robin pointer (next target to serve)
         self.n_refits = 0
-        self.refit_history: list[dict] = []
+        self.refit_history: list[dict[str, Any]] = []
 
         self._Nb = prior.bucket_sizes.astype(np.float64)
         self._mu = prior.bucket_means
@@ -180,7 +231,7 @@ class MultiTargetEstimator:
         return [(float(e - h), float(e + h)) for e, h in zip(self.estimates, half)]
 
     @property
-    def hyperparameters(self) -> dict:
+    def hyperparameters(self) -> dict[str, Any]:
         return {"kinds": list(self.kinds), "alpha": self._alpha.copy(), "beta": self._beta.copy(),
                 "weights": self._W.copy(), "sigma2": self._sigma2}
 
@@ -193,7 +244,8 @@ class MultiTargetEstimator:
         targets = range(self.n_targets) if target is None else [int(target)]
         return any(not self.stopped[t] and not self._obs[t, self._init_for_target].all() for t in targets)
 
-    def set_hyperparameters(self, alpha=None, beta=None, weights=None, sigma2=None) -> None:
+    def set_hyperparameters(self, alpha: Any = None, beta: Any = None, weights: Any = None,
+                            sigma2: float | None = None) -> None:
         """Fix hyperparameters (arrays of shape (L,), (L,), (L, T); sigma2 > 0) and recompute the posterior."""
         Lat, T = self.n_latent, self.n_targets
         if alpha is not None:
@@ -230,10 +282,10 @@ class MultiTargetEstimator:
         """Cov(theta_{t',b'}, theta_{t,b}) for all (t', b'): (T, B)."""
         kl = self._latent_rows(self._d2_rows(np.array([b])))[:, 0, :]  # (L, B)
         coef = (self._W * self._W[:, t][:, None]).T  # (T, L): w_l^t' w_l^t
-        return coef @ kl
+        return np.asarray(coef @ kl)
 
     def _prior_diag(self) -> np.ndarray:
-        return (self._W ** 2).T @ self._alpha  # (T,) Sigma_tt,bb (k_l(b,b) = alpha_l)
+        return np.asarray((self._W ** 2).T @ self._alpha)  # (T,) Sigma_tt,bb (k_l(b,b) = alpha_l)
 
     def _prior_v(self) -> np.ndarray:
         """v_t = Sigma_tt w^t for all t, chunked O(B^2 (K_r + L T))."""
@@ -298,7 +350,7 @@ class MultiTargetEstimator:
         self._diag = self._prior_diag()[:, None] - np.einsum("ntb,ntb->tb", A, A)
 
     # ------------------------------------------------------------------ one appended row
-    def _extend(self, t: int, b: int, n: int):
+    def _extend(self, t: int, b: int, n: int) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         kcol = self._kernel_column(t, b)  # (T, B)
         noise = self._Nb[b] * self._sigma2
         if n:
@@ -420,7 +472,7 @@ class MultiTargetEstimator:
         self._check_stop(t)
 
     # ------------------------------------------------------------------ refit / stop
-    def _nll_data(self):
+    def _nll_data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         tC = np.asarray(self._tC, dtype=np.int64)
         bC = self._buckets_C()
         d2s = self._d2_rows(bC)[:, bC]
@@ -434,65 +486,36 @@ class MultiTargetEstimator:
                                 self._Nb[bC], r)
 
     def _refit(self) -> None:
-        """AdamW on (log alpha, log beta, w, log sigma^2), float64, fixed steps; keeps the best iterate."""
-        import torch
+        """AdamW on (log alpha, log beta, w, log sigma^2), float64, fixed steps; keeps the best iterate.
 
+        The gradient is analytic (:func:`multi_target_nll_and_grad`) and the optimizer is torch's AdamW
+        step for step (:class:`~app.core.sequential.numeric.AdamW`): no torch in the process."""
         tC, bC, d2s, r = self._nll_data()
         n = r.shape[0]
-        d2_t = torch.as_tensor(d2s, dtype=torch.float64)
-        r_t = torch.as_tensor(r, dtype=torch.float64)
-        tC_t = torch.as_tensor(tC, dtype=torch.long)
-        nz_t = torch.as_tensor(self._Nb[bC], dtype=torch.float64)
-        pos = d2_t > 0
-        log_a = torch.tensor(np.log(self._alpha), dtype=torch.float64, requires_grad=True)
-        log_b = torch.tensor(np.log(self._beta), dtype=torch.float64, requires_grad=True)
-        Wp = torch.tensor(self._W, dtype=torch.float64, requires_grad=True)
-        log_s2 = torch.tensor(math.log(self._sigma2), dtype=torch.float64, requires_grad=True)
-        const = 0.5 * n * math.log(2.0 * math.pi)
-        kinds = self.kinds
+        noise = self._Nb[bC]
+        log_a, log_b, Wp = np.log(self._alpha), np.log(self._beta), self._W.copy()
+        log_s2 = np.array(math.log(self._sigma2))
 
-        def nll():
-            G = torch.diag(torch.exp(log_s2) * nz_t)
-            for l, kind in enumerate(kinds):
-                x = torch.exp(log_b[l]) * d2_t
-                if kind == "se":
-                    k = torch.exp(-x)
-                else:
-                    rr = _SQRT3 * torch.sqrt(torch.where(pos, x, torch.ones_like(x)))
-                    k = torch.where(pos, (1.0 + rr) * torch.exp(-rr), torch.ones_like(x))
-                wl = Wp[l, tC_t]
-                G = G + torch.exp(log_a[l]) * torch.outer(wl, wl) * k
-            Lc, info = torch.linalg.cholesky_ex(G)
-            if int(info) != 0:
-                return None
-            z = torch.linalg.solve_triangular(Lc, r_t[:, None], upper=False)[:, 0]
-            return 0.5 * (z @ z) + torch.log(torch.diagonal(Lc)).sum() + const
-
-        def snapshot():
-            return (np.exp(log_a.detach().numpy()).copy(), np.exp(log_b.detach().numpy()).copy(),
-                    Wp.detach().numpy().copy(), float(math.exp(float(log_s2.detach()))))
+        def snapshot() -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+            return np.exp(log_a), np.exp(log_b), Wp.copy(), float(math.exp(float(log_s2)))
 
         before = dict(alpha=self._alpha.copy(), beta=self._beta.copy(), weights=self._W.copy(),
                       sigma2=self._sigma2)
-        opt = torch.optim.AdamW([log_a, log_b, Wp, log_s2], lr=self.learning_rate)
+        opt = AdamW([log_a, log_b, Wp, log_s2], lr=self.learning_rate)
         best_val, best = math.inf, snapshot()
         nll_start = None
         for step in range(self.adam_steps + 1):
-            opt.zero_grad()
-            loss = nll()
-            if loss is None or not torch.isfinite(loss):
+            out = multi_target_nll_and_grad(self.kinds, log_a, log_b, Wp, log_s2, d2s, tC, noise, r)
+            if out is None or not math.isfinite(out[0]):
                 break
-            val = float(loss.detach())
+            val, grads = out
             if nll_start is None:
                 nll_start = val
             if val < best_val:
                 best_val, best = val, snapshot()
-            if step == self.adam_steps:
+            if step == self.adam_steps or not all(np.isfinite(g).all() for g in grads):
                 break
-            loss.backward()
-            if not all(torch.isfinite(p.grad).all() for p in (log_a, log_b, Wp, log_s2)):
-                break
-            opt.step()
+            opt.step(grads)
         self._alpha, self._beta, self._W, self._sigma2 = best
         self.n_refits += 1
         self.refit_history.append({"n_total": n, "before": before,

@@ -12,6 +12,7 @@ any (alpha, beta) costs O(B * levels) instead of O(B^2 K_r), which keeps refits 
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,8 @@ class BucketPrior:
     grid: int  # m > 0 if reference scores are multiples of 1/m (levels available), else 0
     level_hist: np.ndarray | None  # (B, K_r*m^2+1) float64 or None
 
-    def __init__(self, bucket_of_item, bucket_sizes, bucket_vectors, grid=0, level_hist=None):
+    def __init__(self, bucket_of_item: Any, bucket_sizes: Any, bucket_vectors: Any, grid: int = 0,
+                 level_hist: Any = None) -> None:
         self.bucket_of_item = np.ascontiguousarray(bucket_of_item, dtype=np.int64)
         self.bucket_sizes = np.ascontiguousarray(bucket_sizes, dtype=np.int64)
         self.bucket_vectors = np.ascontiguousarray(bucket_vectors, dtype=np.float64)
@@ -51,7 +53,7 @@ class BucketPrior:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_reference_scores(cls, reference_scores: np.ndarray) -> "BucketPrior":
+    def from_reference_scores(cls, reference_scores: np.ndarray) -> BucketPrior:
         ref = np.asarray(reference_scores, dtype=np.float64)
         if ref.ndim != 2 or ref.shape[0] < 1 or ref.shape[1] < 1:
             raise ValueError("reference_scores: must be a 2-D array K_r x N with K_r >= 1 and N >= 1")
@@ -96,20 +98,21 @@ class BucketPrior:
         buckets = np.asarray(buckets, dtype=np.int64)
         dots = self._phi_int32[buckets] @ self._phi_int32.T  # exact: small integers in float32
         lev = self._sq_int[buckets][:, None] + self._sq_int[None, :] - 2.0 * dots
-        return np.rint(lev).astype(np.int64)
+        return np.asarray(np.rint(lev).astype(np.int64))
 
     def sqdist_rows(self, buckets: np.ndarray) -> np.ndarray:
         """||phi_b - phi_b'||^2 for rows b in ``buckets`` against all buckets: (len, B)."""
         buckets = np.asarray(buckets, dtype=np.int64)
         if self.grid:
             return self.levels_rows(buckets) / float(self.grid * self.grid)
-        d2 = self._sq[buckets][:, None] + self._sq[None, :] - 2.0 * (self.bucket_vectors[buckets] @ self.bucket_vectors.T)
+        d2 = self._sq[buckets][:, None] + self._sq[None,
+                                                   :] - 2.0 * (self.bucket_vectors[buckets] @ self.bucket_vectors.T)
         np.maximum(d2, 0.0, out=d2)
         d2[np.arange(len(buckets)), buckets] = 0.0
-        return d2
+        return np.asarray(d2)
 
     def sqdist_row(self, b: int) -> np.ndarray:
-        return self.sqdist_rows(np.array([b]))[0]
+        return np.asarray(self.sqdist_rows(np.array([b]))[0])
 
     def kernel_matvec(self, w: np.ndarray, alpha: float, beta: float) -> np.ndarray:
         """Sigma w for the prior covariance (never formed): O(B^2 K_r) in chunks."""
@@ -137,11 +140,11 @@ class BucketPrior:
         )
         if self.level_hist is not None:
             arrays["level_hist"] = self.level_hist
-        np.savez_compressed(buf, **arrays)
+        np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub mistypes **kwds
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "BucketPrior":
+    def from_bytes(cls, data: bytes) -> BucketPrior:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 if str(z["format"]) != _FORMAT:

@@ -67,7 +67,7 @@ class HiddenStateFamily:
     """Coresets from the source models' hidden states (RepCore, papers/003)."""
 
     name = "hidden_state"
-    methods = (METHOD,)
+    methods: tuple[str, ...] = (METHOD,)
     job_kind = "coreset"
     queue = "gpu"
     default_level = 0.95
@@ -104,7 +104,8 @@ def benchmark_item_pks(session: Session, benchmark: Benchmark) -> np.ndarray:
                     dtype=np.int64)
 
 
-def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[str], item_pks: np.ndarray) -> np.ndarray:
+def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[str],
+                       item_pks: np.ndarray) -> np.ndarray:
     """Scores (default metric) of the models on the items, NaN where missing (models x items)."""
     col = {int(pk): j for j, pk in enumerate(item_pks.tolist())}
     row = {m: i for i, m in enumerate(model_ids)}
@@ -122,7 +123,8 @@ def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[s
     return values
 
 
-def _source_problems(session: Session, benchmark: Benchmark, models: list[Model], item_pks: np.ndarray) -> dict[str, str]:
+def _source_problems(session: Session, benchmark: Benchmark, models: list[Model], item_pks: np.ndarray) -> dict[str,
+                                                                                                                str]:
     """Model name -> why it cannot be a RepCore source on the benchmark (absent when it can)."""
     states = {hs.model_id: hs for hs in session.scalars(
         select(HiddenState).where(HiddenState.benchmark_id == benchmark.id,
@@ -163,7 +165,8 @@ def validate_request(session: Session, benchmarks: list[Benchmark], budget: Any,
     benchmark = benchmarks[0]
     item_pks = benchmark_item_pks(session, benchmark)
     if len(item_pks) == 0:
-        raise InvalidInput(f"benchmark {benchmark.name!r} has no items", [{"field": "benchmarks", "detail": "no items"}])
+        raise InvalidInput(f"benchmark {benchmark.name!r} has no items", [{"field": "benchmarks",
+                                                                           "detail": "no items"}])
     plan = plan_budget(budget, [len(item_pks)], [benchmark.name], stratified=False)
     if reference_models is None:
         raise InvalidInput(
@@ -245,15 +248,16 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
     params, seed = dict(coreset.params or {}), coreset.seed
     with ctx.session_factory() as session:
         benchmark = session.get(Benchmark, coreset.benchmark_ids[0])
-        sources = [session.get(Model, m) for m in source_ids]
-        if benchmark is None or any(m is None for m in sources):
+        found = [session.get(Model, m) for m in source_ids]
+        sources = [m for m in found if m is not None]
+        if benchmark is None or len(sources) != len(found):
             raise InvalidInput("the coreset's benchmark or a source model was deleted")
         item_pks = benchmark_item_pks(session, benchmark)
         correctness = correctness_matrix(session, benchmark, source_ids, item_pks)
         if np.isnan(correctness).any():
             raise InvalidInput("a source model's scores changed since the coreset was requested: some are missing now")
-        state_rows = [hidden_state_row(session, benchmark, m) for m in sources]
-        if any(hs is None for hs in state_rows):
+        state_rows = [hs for hs in (hidden_state_row(session, benchmark, m) for m in sources) if hs is not None]
+        if len(state_rows) != len(sources):
             raise InvalidInput("a source model's hidden states were deleted since the coreset was requested")
         key = training_key(benchmark, item_pks, sources, state_rows, params, seed)
         cached = session.get(TrainedModel, key) if params["input"] == "embeddings" else None
@@ -273,6 +277,8 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
             reused = True
         else:
             from app.core.repcore.alignment import AlignmentTrainer  # torch: only ever imported in this job
+
+            assert states is not None
 
             train_params = {k_: v for k_, v in params.items() if k_ in TRAINING_PARAMS}
             trainer = AlignmentTrainer(**train_params, seed=seed).fit(
@@ -301,7 +307,8 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
     gains = np.asarray(getattr(anchors, "gains_", np.full(len(ranking), np.nan)), dtype=float)
     weights = np.asarray(anchors.weights_, dtype=float)
     rows = [{"coreset_id": coreset_id, "rank": r + 1, "item_pk": int(item_pks[i]), "benchmark_id": benchmark_id,
-             "gain": finite_or_none(gains[r]), "weight": finite_or_none(weights[r])} for r, i in enumerate(ranking.tolist())]
+             "gain": finite_or_none(gains[r]), "weight": finite_or_none(weights[r])}
+            for r, i in enumerate(ranking.tolist())]
     diagnostics = {
         "k": k, "per_benchmark": {benchmark_id: len(rows)}, "n_items": int(len(item_pks)),
         "source_models": source_names, "input": params["input"], "test_auc": finite_or_none(test_auc),
@@ -319,7 +326,7 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
 def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
                     level: float) -> dict[str, Any]:
     """Eq. 6-8: ridge over x_i = mean source correctness from the target's anchor scores, LOO interval."""
-    benchmark = session.get(Benchmark, coreset.benchmark_ids[0])
+    benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
     diagnostics = coreset.diagnostics or {}
     names = list(diagnostics.get("source_models") or [])
     models = list(session.scalars(select(Model).where(Model.name.in_(names))))
@@ -335,7 +342,8 @@ def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float]
     position = {int(pk): j for j, pk in enumerate(item_pks.tolist())}
     observed = sorted((position[pk], v) for pk, v in values.items() if pk in position)
     if len(observed) < 2:
-        raise InvalidInput(f"RepCore extrapolation needs the target's scores on at least 2 anchors; got {len(observed)}",
+        raise InvalidInput("RepCore extrapolation needs the target's scores on at least 2 anchors; "
+                           f"got {len(observed)}",
                            [{"field": "scores", "detail": "at least 2 anchor scores"}])
     anchor_idx = np.array([j for j, _ in observed], dtype=np.int64)
     y_anchor = np.array([v for _, v in observed], dtype=float)

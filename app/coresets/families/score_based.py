@@ -33,12 +33,12 @@ from sqlalchemy.orm import Session
 from app.benchmarks.score_matrix import load_matrix
 from app.core.intervals import coreset_cross_fitted_errors
 from app.core.irt import IRTPredictor, IRTSelection
-from app.core.selection.baselines import stratified_counts
 from app.core.selection.base import ParamSpec
+from app.core.selection.baselines import stratified_counts
 from app.core.selection.score_based import SCORE_METHODS, SCORE_PARAMS
 from app.coresets.budget import plan_budget
-from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from app.coresets.families import score_predictions
+from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from app.coresets.families.score_predictions import DEFAULT_PREDICTOR, PREDICTORS, predictor_factory
 from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, BenchmarkModel, Coreset, Item, Model
@@ -81,7 +81,8 @@ class ScoreBasedFamily:
                 rng = np.random.default_rng(0)
                 selector.fit(rng.integers(0, 2, size=(6, 4)).astype(float))
         except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field, "detail": str(exc)}]) from None
+            raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field,
+                                                                              "detail": str(exc)}]) from None
         return checked
 
     def validate(self, session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> SelectionPlan:
@@ -111,8 +112,7 @@ def _reference_names(session: Session, benchmarks: list[Benchmark], refs: list[s
         select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
         .where(BenchmarkModel.benchmark_id == b.id))) for b in benchmarks}
     if refs == "all":
-        names = set.intersection(*having.values()) if having else set()
-        return sorted(names)
+        return sorted(set.intersection(*having.values()) if having else set())
     names = [m.name for m in get_reference_models(session, refs)]
     errors = ErrorCollector()
     for b in benchmarks:
@@ -152,7 +152,8 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
             f"score-based method {method!r} needs at least {MIN_REFERENCES} reference models with scores on "
             f"every benchmark ({', '.join(b.name for b in benchmarks)}); {len(names)} qualify"
             + (f" ({', '.join(names)})" if names else ""),
-            [{"field": "reference_models", "detail": f"at least {MIN_REFERENCES} reference models", "found": len(names)}])
+            [{"field": "reference_models", "detail": f"at least {MIN_REFERENCES} reference models",
+              "found": len(names)}])
     if method == "irt" or predictor == "irt":
         for b in benchmarks:
             matrix = load_matrix(session, b, b.default_metric)

@@ -125,6 +125,7 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
             cal_kind = "cross_fitted"
         else:  # AIPW for an extrapolated target, the irt predictor, or an older coreset
             ci = loo_conformal_interval(predictor_factory(name, fit), X, y, x, level=level, method="split")
+            assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
             raw, raw_lo, raw_hi, cal_errors = float(ci.center[0]), ci.lower[0], ci.upper[0], ci.loo_errors
             cal_kind = "leave_one_reference_out"
         lo_s, hi_s = _scale(benchmark)
@@ -145,7 +146,8 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
         est = float(np.mean([p[1] for p in group]))
         lower, upper = interval_from_errors(est, pooled_errors(np.vstack([p[2] for p in group])), level)
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
-        return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)), finite_or_none(_clip(float(upper), lo_s, hi_s))],
+        return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)),
+                                              finite_or_none(_clip(float(upper), lo_s, hi_s))],
                 "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group)}
 
     capabilities: dict[str, dict[str, Any]] = {}

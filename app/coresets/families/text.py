@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.benchmarks.score_matrix import load_matrix
 from app.core.intervals import extrapolation_flag
 from app.core.prediction import estimate_from_coreset
 from app.core.selection import TEXT_METHODS
@@ -29,7 +30,6 @@ from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model, Score
 from app.embeddings.repository import load_embeddings
 from app.embeddings.service import ensure_embeddings
-from app.benchmarks.score_matrix import load_matrix
 from app.kit.errors import ErrorCollector
 from app.kit.jobs import JobContext
 from app.kit.validation import check_selector_params, json_safe
@@ -221,7 +221,8 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
         "seconds": round(time.perf_counter() - started, 3),
     }
     save_selection(ctx, coreset_id, rows, diagnostics, params)
-    return {"coreset_id": coreset_id, "n_items": len(rows), **{k_: v for k_, v in diagnostics.items() if k_ != "embeddings"}}
+    return {"coreset_id": coreset_id, "n_items": len(rows), **{k_: v for k_,
+                                                               v in diagnostics.items() if k_ != "embeddings"}}
 
 
 # --------------------------------------------------------------------------- predict
