@@ -11,28 +11,22 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers import NoJobsDispatcher, empty_all_tables, settings_for
+from service_bringup import Services, ServicesUnavailable, bring_up
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from service_bringup import Services, ServicesUnavailable, bring_up  # noqa: E402
-
-from app.db.migrate import upgrade  # noqa: E402
-from app.db.models import Base  # noqa: E402
-from app.kit.db import make_engine, make_session_factory  # noqa: E402
-from app.kit.settings import Settings  # noqa: E402
-from app.main import create_app  # noqa: E402
-from workers.dispatch import InProcessDispatcher  # noqa: E402
+from app.db.migrate import upgrade
+from app.kit.db import make_engine, make_session_factory
+from app.main import create_app
+from workers.dispatch import InProcessDispatcher
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_DB_NAME = f"evalplan_test_{os.getpid()}"  # one per pytest process: parallel runs never collide
@@ -90,18 +84,6 @@ def engine(engines: dict[str, Engine], backend: str) -> Engine:
     return engines[backend]
 
 
-def settings_for(database_url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = {"database_url": database_url, "redis_url": None, **overrides}
-    return Settings(**values)  # type: ignore[arg-type]
-
-
-class NoJobsDispatcher:
-    """For rolled-back tests: a job here means the test should use ``committed_client``."""
-
-    def submit(self, job_id: str, queue: str) -> None:
-        raise AssertionError("this test started a job: use the committed_client fixture")
-
-
 @pytest.fixture
 def db_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
     connection = engine.connect()
@@ -120,12 +102,6 @@ def client(db_session_factory: sessionmaker[Session], database_urls: dict[str, s
         yield test_client
 
 
-def empty_all_tables(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for table in reversed(Base.metadata.sorted_tables):
-            conn.execute(table.delete())
-
-
 @pytest.fixture
 def committed_session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
     empty_all_tables(engine)
@@ -141,18 +117,6 @@ def committed_client(committed_session_factory: sessionmaker[Session], database_
     app = create_app(settings, session_factory=committed_session_factory, dispatcher=dispatcher)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
-
-
-def wait_for_job(client: TestClient, job_id: str, timeout: float = 60.0) -> dict:
-    """Poll ``GET /v1/jobs/{id}`` until a final status; fail loudly on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        body = client.get(f"/v1/jobs/{job_id}").json()
-        if body["status"] in ("succeeded", "failed", "cancelled"):
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} still {body['status']} after {timeout}s: {body}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@ input of the issue answered 422 / 404 synchronously with no job created."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
-from conftest import wait_for_job
+from helpers import upload_matrix, wait_for_job
 
 from app.core.backtest import run_backtest
 
@@ -27,17 +26,8 @@ def two_pl(seed: int, n_models: int = N_MODELS, n_items: int = N_ITEMS) -> np.nd
 
 
 def upload(client, bench: str, Y: np.ndarray, prefix: str | None = None) -> None:
-    r = client.post("/v1/benchmarks", json={"name": bench, "score_kind": "binary"})
-    assert r.status_code == 201, r.text
-    item_ids = [f"q{j:03d}" for j in range(Y.shape[1])]
-    body = "\n".join(json.dumps({"id": i, "prompt": f"item {i}"}) for i in item_ids)
-    r = client.post(f"/v1/benchmarks/{bench}/items", content=body, headers={"content-type": "application/x-ndjson"})
-    assert r.status_code == 200, r.text
-    lines = ["model," + ",".join(item_ids)]
-    lines += [f"{prefix or bench}_m{m:02d}," + ",".join(str(int(v)) for v in row) for m, row in enumerate(Y)]
-    r = client.post(f"/v1/benchmarks/{bench}/scores", content="\n".join(lines) + "\n",
-                    headers={"content-type": "text/csv"})
-    assert r.status_code == 200, r.text
+    upload_matrix(client, bench, Y, [f"{prefix or bench}_m{m:02d}" for m in range(Y.shape[0])],
+                  [f"q{j:03d}" for j in range(Y.shape[1])])
 
 
 def run(client, agreement: bool = True, **body) -> dict:

@@ -8,22 +8,16 @@ import math
 
 import numpy as np
 import pytest
+from helpers import assert_problem, create_benchmark, upload_scores_csv
 from sqlalchemy import func, select
 
 from app.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
 from app.db.models import BenchmarkSelection
 
-PROBLEM = "application/problem+json"
 CSV = {"content-type": "text/csv"}
 URL = "/v1/benchmark-selections"
 
 
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status and body["title"] and body["detail"]
-    return body
 
 
 def n_selections(factory) -> int:
@@ -100,9 +94,8 @@ def test_test_split_reports_eq9_on_held_out_models(client) -> None:
 
 
 def upload(client, bench: str, text: str) -> None:
-    assert client.post("/v1/benchmarks", json={"name": bench}).status_code == 201
-    r = client.post(f"/v1/benchmarks/{bench}/scores", content=text.encode(), headers=CSV)
-    assert r.status_code == 200, r.text
+    create_benchmark(client, bench)
+    upload_scores_csv(client, bench, text)
 
 
 def test_benchmarks_input_uses_per_benchmark_model_means(client) -> None:

@@ -6,19 +6,7 @@ import base64
 import json
 
 import pytest
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status
-    assert isinstance(body["type"], str) and body["type"]
-    assert isinstance(body["title"], str) and body["title"]
-    assert isinstance(body["detail"], str) and body["detail"]
-    return body
+from helpers import assert_problem
 
 
 def make_cursor(key: object) -> str:

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import conftest
+import helpers
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from helpers import assert_problem
 from sqlalchemy import func, select
 
 from app.db.models import Benchmark, IdempotencyRecord, Model, Score
 from app.main import create_app
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status
-    for key in ("type", "title", "detail"):
-        assert isinstance(body[key], str) and body[key], key
-    return body
 
 
 def count(factory, table) -> int:
@@ -73,8 +62,8 @@ def test_domain_errors_have_a_typed_urn(client) -> None:
 
 @pytest.fixture
 def crash_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
-    app: FastAPI = create_app(conftest.settings_for(database_urls[backend]), session_factory=db_session_factory,
-                              dispatcher=conftest.NoJobsDispatcher())
+    app: FastAPI = create_app(helpers.settings_for(database_urls[backend]), session_factory=db_session_factory,
+                              dispatcher=helpers.NoJobsDispatcher())
 
     def boom() -> None:
         raise RuntimeError("secret detail in /srv/evalplan/app/secret_module.py line 42")

@@ -8,7 +8,7 @@ import json
 import zipfile
 from collections.abc import Iterator
 
-import conftest
+import helpers
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -157,8 +157,8 @@ def test_delete(client, db_session_factory) -> None:
 @pytest.fixture
 def chunky_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
     """Tiny chunks (100 bytes) so that a small upload is stored as many chunks."""
-    settings = conftest.settings_for(database_urls[backend], hidden_state_chunk_bytes=100)
-    app = create_app(settings, session_factory=db_session_factory, dispatcher=conftest.NoJobsDispatcher())
+    settings = helpers.settings_for(database_urls[backend], hidden_state_chunk_bytes=100)
+    app = create_app(settings, session_factory=db_session_factory, dispatcher=helpers.NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 
@@ -273,8 +273,8 @@ def test_missing_file_or_model_is_422(client, seeded) -> None:
 
 @pytest.fixture
 def small_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
-    settings = conftest.settings_for(database_urls[backend], max_upload_bytes=2000)
-    app = create_app(settings, session_factory=db_session_factory, dispatcher=conftest.NoJobsDispatcher())
+    settings = helpers.settings_for(database_urls[backend], max_upload_bytes=2000)
+    app = create_app(settings, session_factory=db_session_factory, dispatcher=helpers.NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

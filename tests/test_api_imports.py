@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import settings_for as make_test_settings
-from conftest import wait_for_job
 from fastapi.testclient import TestClient
+from helpers import assert_problem, wait_for_job
+from helpers import settings_for as make_test_settings
 from lm_eval_logs import make_docs, records_to_bytes, samples_filename, samples_log_bytes, samples_log_records
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,9 +19,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.models import Benchmark, Item, Job, Model, Score
 from app.main import create_app
 from workers.dispatch import InProcessDispatcher
-
-PROBLEM = "application/problem+json"
-
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -91,13 +88,6 @@ def counts(factory: sessionmaker[Session]) -> dict[str, int]:
 NOTHING = {"benchmarks": 0, "items": 0, "models": 0, "scores": 0}
 
 
-def assert_problem(r, status: int) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith(PROBLEM)
-    body = r.json()
-    assert body["status"] == status
-    assert "Traceback" not in r.text
-    return body
 
 
 # ----------------------------------------------------------------------------- inline imports (201)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import assert_problem
 from sqlalchemy import func, select
 
 from app.db.models import Benchmark, Item, Model, Score
 
-PROBLEM = "application/problem+json"
 NDJSON = {"content-type": "application/x-ndjson"}
 
 ITEMS = [
@@ -23,12 +23,6 @@ def jsonl(records: list[dict]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
 
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status and body["type"] and body["title"] and body["detail"]
-    return body
 
 
 def row_counts(factory) -> dict[str, int]:

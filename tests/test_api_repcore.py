@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import wait_for_job
+from helpers import wait_for_job
 from sqlalchemy import func, select
 
 from app.core.repcore.extrapolation import RepCoreExtrapolator

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import wait_for_job
+from helpers import upload_matrix, wait_for_job
 from sqlalchemy import func, select
 
 from app.db.models import Coreset
@@ -37,16 +37,7 @@ def ids(n: int = N_ITEMS) -> list[str]:
 
 
 def upload(client, bench: str, scores: np.ndarray, prefix: str = "ref", n: int = N_ITEMS) -> None:
-    r = client.post("/v1/benchmarks", json={"name": bench, "score_kind": "binary"})
-    assert r.status_code == 201, r.text
-    body = "\n".join(json.dumps({"id": i, "prompt": f"item {i}"}) for i in ids(n))
-    r = client.post(f"/v1/benchmarks/{bench}/items", content=body, headers={"content-type": "application/x-ndjson"})
-    assert r.status_code == 200, r.text
-    lines = ["model," + ",".join(ids(n))]
-    lines += [f"{prefix}{m:02d}," + ",".join(str(int(v)) for v in row) for m, row in enumerate(scores)]
-    r = client.post(f"/v1/benchmarks/{bench}/scores", content="\n".join(lines) + "\n",
-                    headers={"content-type": "text/csv"})
-    assert r.status_code == 200, r.text
+    upload_matrix(client, bench, scores, [f"{prefix}{m:02d}" for m in range(scores.shape[0])], ids(n))
 
 
 def create(client, **body) -> dict:

@@ -6,26 +6,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import conftest
+import helpers
 import pytest
-from conftest import wait_for_job
 from fastapi.testclient import TestClient
+from helpers import assert_problem, post_scores_csv, wait_for_job
 from sqlalchemy import func, select
 
 from app.db.models import Benchmark, Item, Model, Score
 from app.main import create_app
 
-PROBLEM = "application/problem+json"
 CSV = {"content-type": "text/csv"}
 BASE = "model,a,b,c\nm1,1,0,\nm2,0.5,,0.123456\n"
 
 
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["status"] == status and body["type"] and body["title"] and body["detail"]
-    return body
 
 
 def row_counts(factory) -> dict[str, int]:
@@ -41,8 +34,7 @@ def new_benchmark(client, name: str = "b", **extra: object) -> dict:
 
 
 def upload_csv(client, text: str, bench: str = "b", metric: str | None = None):
-    params = {"metric": metric} if metric else None
-    return client.post(f"/v1/benchmarks/{bench}/scores", content=text.encode(), headers=CSV, params=params)
+    return post_scores_csv(client, bench, text, metric)
 
 
 def download_csv(client, bench: str = "b", metric: str | None = None) -> str:
@@ -372,8 +364,8 @@ def test_csv_with_charset_parameter_is_accepted(client) -> None:
 
 @pytest.fixture
 def small_client(db_session_factory, database_urls, backend) -> Iterator[TestClient]:
-    settings = conftest.settings_for(database_urls[backend], max_upload_bytes=1000)
-    app = create_app(settings, session_factory=db_session_factory, dispatcher=conftest.NoJobsDispatcher())
+    settings = helpers.settings_for(database_urls[backend], max_upload_bytes=1000)
+    app = create_app(settings, session_factory=db_session_factory, dispatcher=helpers.NoJobsDispatcher())
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import NoJobsDispatcher, settings_for
 from fastapi.testclient import TestClient
+from helpers import NoJobsDispatcher, create_benchmark, settings_for, upload_items, upload_score_cells
 from sqlalchemy import func, select
 
 from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
@@ -39,14 +39,12 @@ def make_data(seed: int = 0) -> tuple[list[str], list[str], np.ndarray, np.ndarr
 
 def upload(client: TestClient, name: str = "seqbench") -> dict:
     items, names, refs, target = make_data()
-    assert client.post("/v1/benchmarks", json={"name": name, "score_kind": "binary"}).status_code == 201
-    r = client.post(f"/v1/benchmarks/{name}/items", json=[{"id": i, "prompt": f"question {i}"} for i in items])
-    assert r.status_code == 200, r.text
+    create_benchmark(client, name, score_kind="binary")
+    upload_items(client, name, [{"id": i, "prompt": f"question {i}"} for i in items])
     cells = [{"model": names[i], "item": items[j], "score": refs[i, j]}
              for i in range(N_REFS) for j in range(N_ITEMS) if not math.isnan(refs[i, j])]
     cells += [{"model": TARGET, "item": items[j], "score": target[j]} for j in range(N_ITEMS)]
-    r = client.post(f"/v1/benchmarks/{name}/scores", json=cells)
-    assert r.status_code == 200, r.text
+    upload_score_cells(client, name, cells)
     return {"name": name, "items": items, "refs": refs, "target": dict(zip(items, target.tolist()))}
 
 

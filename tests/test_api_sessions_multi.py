@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import NoJobsDispatcher, settings_for
 from fastapi.testclient import TestClient
+from helpers import NoJobsDispatcher, create_benchmark, settings_for, upload_items, upload_score_cells
 from sqlalchemy import func, select
 
 from app.core.sequential import BucketPrior, SessionConfig
@@ -39,15 +39,13 @@ def make_data(kind: str, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarr
 def upload(client: TestClient, kind: str = "binary", name: str = "multibench") -> dict:
     """A benchmark with the references and the targets' true scores (so "all" must skip the targets)."""
     items, refs, truth = make_data(kind)
-    assert client.post("/v1/benchmarks", json={"name": name, "score_kind": kind}).status_code == 201
-    r = client.post(f"/v1/benchmarks/{name}/items", json=[{"id": i, "prompt": f"question {i}"} for i in items])
-    assert r.status_code == 200, r.text
+    create_benchmark(client, name, score_kind=kind)
+    upload_items(client, name, [{"id": i, "prompt": f"question {i}"} for i in items])
     names = [f"ref-{i}" for i in range(N_REFS)]
     cells = [{"model": names[i], "item": items[j], "score": refs[i, j]} for i in range(N_REFS) for j in range(N_ITEMS)]
     cells += [{"model": TARGETS[t], "item": items[j], "score": truth[t, j]}
               for t in range(len(TARGETS)) for j in range(N_ITEMS)]
-    r = client.post(f"/v1/benchmarks/{name}/scores", json=cells)
-    assert r.status_code == 200, r.text
+    upload_score_cells(client, name, cells)
     return {"name": name, "kind": kind, "items": items, "refs": refs,
             "truth": {TARGETS[t]: dict(zip(items, truth[t].tolist())) for t in range(len(TARGETS))}}
 

@@ -3,12 +3,11 @@ by (text hash, model), truncation counts, loading for coresets, and ``POST /v1/e
 
 from __future__ import annotations
 
-import json
 import threading
 
 import numpy as np
 import pytest
-from conftest import wait_for_job
+from helpers import assert_problem, create_benchmark, upload_items, wait_for_job
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -24,7 +23,6 @@ from app.embeddings.repository import load_embeddings
 from app.embeddings.service import ensure_embeddings
 from app.kit.errors import InvalidInput, NotFound
 
-PROBLEM = "application/problem+json"
 NDJSON = {"content-type": "application/x-ndjson"}
 LONG_PROMPT = " ".join(f"word{i} is followed by another word" for i in range(120))  # well over 256 tokens
 
@@ -236,16 +234,10 @@ def test_missing_embeddings_and_textless_benchmarks_are_named(committed_session_
 # ----------------------------------------------------------------------------- HTTP
 
 def upload(client, name: str, items: list[dict]) -> None:
-    assert client.post("/v1/benchmarks", json={"name": name}).status_code == 201
-    body = "".join(json.dumps(r) + "\n" for r in items).encode()
-    r = client.post(f"/v1/benchmarks/{name}/items", content=body, headers=NDJSON)
-    assert r.status_code == 200, r.text
+    create_benchmark(client, name)
+    upload_items(client, name, items)
 
 
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    return response.json()
 
 
 def test_post_embeddings_runs_a_gpu_queue_job(committed_client) -> None:

@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import wait_for_job
 from fastapi.testclient import TestClient
+from helpers import wait_for_job
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import empty_all_tables, wait_for_job
-from conftest import settings_for as make_test_settings
 from fastapi.testclient import TestClient
+from helpers import empty_all_tables, wait_for_job
+from helpers import settings_for as make_test_settings
 from lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
 from sqlalchemy import Engine, inspect
 
@@ -71,7 +71,7 @@ def redis_db(services) -> Iterator[str]:
 
 
 def celery_settings(pg_url: str, redis_url: str, **overrides: object) -> Settings:
-    # conftest.settings_for pins redis_url=None; production mode differs by that one setting.
+    # helpers.settings_for pins redis_url=None; production mode differs by that one setting.
     return make_test_settings(pg_url, **overrides).model_copy(update={"redis_url": redis_url})
 
 

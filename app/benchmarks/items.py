@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Benchmark, Item
 from app.kit.errors import ErrorCollector, InvalidInput
 from app.kit.pagination import Page, keyset_page
+from app.kit.validation import load_json
 
 
 @dataclass
@@ -49,10 +50,7 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 errors.add(f"invalid JSON: {exc}", row=line_no, column=None)
     else:
-        try:
-            parsed = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
+        parsed = load_json(data)
         if isinstance(parsed, dict) and isinstance(parsed.get("items"), list):
             parsed = parsed["items"]
         if not isinstance(parsed, list):

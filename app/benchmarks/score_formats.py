@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from app.core.score_scale import ScoreScale, parse_score
 from app.kit.errors import ErrorCollector, InvalidInput
+from app.kit.validation import load_json
 
 MAX_ITEM_ID = 200  # items.item_id is VARCHAR(200)
 MAX_MODEL_NAME = 300  # models.name is VARCHAR(300)
@@ -127,10 +127,7 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
 
 def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:
     """Parse ``[{model, item, score}]``; a row is the 0-based list index."""
-    try:
-        records = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
+    records = load_json(data)
     if isinstance(records, dict) and isinstance(records.get("scores"), list):
         records = records["scores"]
     if not isinstance(records, list):

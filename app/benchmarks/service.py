@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 from app.core.score_scale import ScoreScale
 from app.db.models import Benchmark, BenchmarkModel, Item
 from app.kit.errors import Conflict, InvalidInput, NotFound
-from app.kit.ids import looks_like_id
 from app.kit.pagination import Page, keyset_page
+from app.kit.validation import check_new_name
 
 
 @dataclass
@@ -70,12 +70,7 @@ def create_benchmark(
     default_metric: str = "score",
 ) -> Benchmark:
     minimum, maximum = validate_scale(score_kind, score_min, score_max)
-    if looks_like_id(name):
-        raise InvalidInput(f"{name!r} has the shape of a server id; choose another benchmark name",
-                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
-    if session.scalars(select(Benchmark.id).where(Benchmark.name == name)).first() is not None:
-        raise Conflict(f"a benchmark named {name!r} already exists",
-                       [{"field": "name", "detail": "benchmark names are unique"}])
+    check_new_name(session, Benchmark.name, name, "benchmark")
     benchmark = Benchmark(
         name=name,
         capability=capability,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,12 @@ def score_matrix_stats(
         groups.setdefault(filled[i].tobytes(), []).append(i)
     duplicates = [[model_names[i] for i in idx] for idx in groups.values() if len(idx) > 1]
 
+    def per_row(key: str, names: Sequence[str], means: np.ndarray, counts: np.ndarray, size: int
+                ) -> list[dict[str, Any]]:
+        """Mean, number of scores and missing fraction of each model (row) or item (column)."""
+        return [{key: names[i], "mean": _num(means[i]), "n_scores": int(counts[i]),
+                 "missing_fraction": 1.0 - counts[i] / size if size else 0.0} for i in range(len(names))]
+
     def _num(x: float) -> float | None:
         return None if np.isnan(x) else float(x)
 
@@ -56,24 +63,8 @@ def score_matrix_stats(
         "n_scores": n_observed,
         "missing_fraction": (1.0 - n_observed / n_cells) if n_cells else 0.0,
         "mean": _num(float(np.nanmean(matrix))) if n_observed else None,
-        "models": [
-            {
-                "model": model_names[i],
-                "mean": _num(model_means[i]),
-                "n_scores": int(model_counts[i]),
-                "missing_fraction": 1.0 - model_counts[i] / n_items if n_items else 0.0,
-            }
-            for i in range(n_models)
-        ],
-        "items": [
-            {
-                "item": item_ids[j],
-                "mean": _num(item_means[j]),
-                "n_scores": int(item_counts[j]),
-                "missing_fraction": 1.0 - item_counts[j] / n_models if n_models else 0.0,
-            }
-            for j in range(n_items)
-        ],
+        "models": per_row("model", model_names, model_means, model_counts, n_items),
+        "items": per_row("item", item_ids, item_means, item_counts, n_models),
         "constant_items": constant,
         "duplicate_models": duplicates,
     }

@@ -75,12 +75,9 @@ def run_suite_backtest(
     names: Sequence[str],
     plan: Mapping[str, Sequence[str]],
     budgets: Sequence[float] = (0.05, 0.1),
-    n_reference: int = 30,
-    split: str = "stratified",
-    seeds: int | Sequence[int] = 5,
-    level: float = 0.9,
-    method_params: Mapping[str, Mapping[str, Any]] | None = None,
-    intervals: bool = True,
+    # the options of app.core.backtest.run_backtest, with the same meaning
+    n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.9,
+    method_params: Mapping[str, Mapping[str, Any]] | None = None, intervals: bool = True,
 ) -> list[dict[str, Any]]:
     """Rows for every (scope, method, predictor, budget, seed); ``plan`` maps a selector to its
     predictor names (see the module docstring)."""

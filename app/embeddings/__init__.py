@@ -1,1 +1,1 @@
-"""embeddings"""
+"""Item-text embeddings: the ``embed`` job, the ``(text hash, model)`` cache and bulk loads."""

@@ -20,6 +20,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.embedder import EmbedderLoadError, load_embedder, loaded_embedder
 from app.db.models import Item, Job
 from app.embeddings.repository import (
     VECTOR_DTYPE,
@@ -63,8 +64,6 @@ def ensure_embeddings(
     stay stored). Raises ``InvalidInput`` for a benchmark without any item text or a model
     that cannot be loaded; ``NotFound`` for an unknown benchmark.
     """
-    from app.core.embedder import EmbedderLoadError, load_embedder, loaded_embedder
-
     started = time.perf_counter()
     with session_factory() as session:
         per_benchmark = [benchmark_texts(session, b) for b in resolve_benchmarks(session, benchmark_ids)]

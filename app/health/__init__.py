@@ -1,1 +1,1 @@
-"""health"""
+"""Liveness and readiness checks."""

@@ -1,1 +1,1 @@
-"""hidden_states"""
+"""Hidden states of models on benchmark items (RepCore inputs): upload, list, delete, load."""

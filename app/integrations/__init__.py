@@ -1,1 +1,1 @@
-"""Importers and exporters for evaluation harness formats and CSV/JSONL."""
+"""Harness formats and adapters (lm-evaluation-harness log parsing, ...)."""

@@ -1,1 +1,2 @@
-"""kit"""
+"""The shared runtime every domain uses: settings, the database engine, errors and problem+json,
+pagination, ids, middleware, the job runtime, FastAPI dependencies, the caller, shared validation."""

@@ -7,16 +7,38 @@ against it, used by every coreset family and by backtests.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core.selection.base import ParamSpec
-from app.kit.errors import ErrorCollector, InvalidInput
+from app.kit.errors import Conflict, ErrorCollector, InvalidInput
+from app.kit.ids import looks_like_id
 
-__all__ = ["ParamSpec", "check_params", "finite_or_none", "json_safe"]
+__all__ = ["ParamSpec", "check_new_name", "check_params", "finite_or_none", "json_safe", "load_json"]
+
+
+def load_json(data: bytes) -> Any:
+    """The parsed JSON body; 422 ``malformed JSON`` (at no row or column) when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
+
+
+def check_new_name(session: Session, column: Any, name: str, kind: str) -> None:
+    """A new benchmark or model name: 422 when it has the shape of a server id, 409 when ``column`` has it."""
+    if looks_like_id(name):
+        raise InvalidInput(f"{name!r} has the shape of a server id; choose another {kind} name",
+                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
+    if session.scalars(select(column).where(column == name)).first() is not None:
+        raise Conflict(f"a {kind} named {name!r} already exists",
+                       [{"field": "name", "detail": f"{kind} names are unique"}])
 
 
 def finite_or_none(value: Any) -> float | None:

@@ -8,19 +8,14 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Model
-from app.kit.errors import Conflict, InvalidInput, NotFound
-from app.kit.ids import looks_like_id
+from app.kit.errors import InvalidInput, NotFound
 from app.kit.pagination import Page, keyset_page
+from app.kit.validation import check_new_name
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Model:
-    if looks_like_id(name):
-        raise InvalidInput(f"{name!r} has the shape of a server id; choose another model name",
-                           [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
-    if session.scalars(select(Model.id).where(Model.name == name)).first() is not None:
-        raise Conflict(f"a model named {name!r} already exists",
-                       [{"field": "name", "detail": "model names are unique"}])
+    check_new_name(session, Model.name, name, "model")
     model = Model(name=name, family=family, meta=dict(metadata or {}))
     session.add(model)
     session.flush()

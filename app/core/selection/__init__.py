@@ -8,7 +8,7 @@ description)``); ``cls(...).validate_params()`` checks the values without fittin
 
 from __future__ import annotations
 
-from app.core.selection.base import BaseSelector, ParamSpec
+from app.core.selection.base import BaseSelector, CoresetSelector, ParamSpec, TextSelector
 from app.core.selection.baselines import DPP, KCenter, KMeansSelection, RandomSelection, StratifiedRandom
 from app.core.selection.facility_location import (
     FacilityLocation,
@@ -17,7 +17,7 @@ from app.core.selection.facility_location import (
     greedy_facility_location,
 )
 
-TEXT_METHODS: dict[str, type[BaseSelector]] = {
+TEXT_METHODS: dict[str, type[TextSelector]] = {
     "facility_location": FacilityLocation,
     "random": RandomSelection,
     "stratified_random": StratifiedRandom,
@@ -27,7 +27,8 @@ TEXT_METHODS: dict[str, type[BaseSelector]] = {
 }
 
 __all__ = [
-    "TEXT_METHODS", "BaseSelector", "ParamSpec", "FacilityLocation", "RandomSelection", "StratifiedRandom",
+    "TEXT_METHODS", "TextSelector", "BaseSelector", "CoresetSelector", "ParamSpec", "FacilityLocation",
+    "RandomSelection", "StratifiedRandom",
     "DPP", "KCenter", "KMeansSelection", "build_similarity_graph", "greedy_facility_location",
     "facility_location_value",
 ]

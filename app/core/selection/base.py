@@ -79,8 +79,8 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
-class SelectorBase(BaseEstimator, ABC):  # type: ignore[misc]  # scikit-learn ships no type stubs
-    """What every selector shares, text-based (:class:`BaseSelector`) or score-based
+class CoresetSelector(BaseEstimator, ABC):  # type: ignore[misc]  # scikit-learn ships no type stubs
+    """What every selector shares, text-based (:class:`TextSelector`) or score-based
     (``app.core.selection.score_based``): ``k`` / ``seed`` validation and the checked result.
 
     ``PARAMS`` names the user-settable parameters besides ``k`` and ``seed`` so that a service can
@@ -92,7 +92,7 @@ class SelectorBase(BaseEstimator, ABC):  # type: ignore[misc]  # scikit-learn sh
     k: int
     seed: int
 
-    def validate_params(self) -> SelectorBase:
+    def validate_params(self) -> CoresetSelector:
         """Check the constructor parameters (raises ``ValueError``); returns ``self``."""
         check_k(self.k)
         check_seed(self.seed)
@@ -112,13 +112,13 @@ class SelectorBase(BaseEstimator, ABC):  # type: ignore[misc]  # scikit-learn sh
         self.gains_ = gains
 
 
-class BaseSelector(SelectorBase):
+class TextSelector(CoresetSelector):
     """Base of the text (embedding) selectors; subclasses implement :meth:`_select`."""
 
     #: embeddings dtype used by :meth:`_select`
     _dtype: ClassVar[type] = np.float64
 
-    def fit(self, embeddings: Any, labels: Any = None) -> BaseSelector:
+    def fit(self, embeddings: Any, labels: Any = None) -> TextSelector:
         """Validate the inputs, select ``k`` rows, set ``ranking_`` and ``gains_``; returns ``self``."""
         self.validate_params()
         X = check_embeddings(embeddings, dtype=self._dtype)
@@ -130,3 +130,7 @@ class BaseSelector(SelectorBase):
     @abstractmethod
     def _select(self, X: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(ranking, gains)`` of ``k`` rows of the embeddings ``X`` (benchmark ``labels``)."""
+
+
+#: the former name of :class:`TextSelector`, kept for importers
+BaseSelector = TextSelector

@@ -1,6 +1,6 @@
 """Baseline selectors of paper §4.2: random, stratified random, DPP (MAP and MI), k-center, k-means.
 
-All follow :class:`~app.core.selection.base.BaseSelector`: ``fit(embeddings, labels)`` sets
+All follow :class:`~app.core.selection.base.TextSelector`: ``fit(embeddings, labels)`` sets
 ``ranking_`` (row indices in selection order) and ``gains_`` (marginal objective gains; NaN where
 there is no objective). Apart from :class:`StratifiedRandom` they ignore the benchmark labels
 (global selection, as in the paper's baselines).
@@ -16,20 +16,24 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import pairwise_distances_argmin
 from sklearn.preprocessing import normalize
 
-from app.core.selection.base import BaseSelector, ParamSpec
+from app.core.selection.base import ParamSpec, TextSelector
 
 
-class RandomSelection(BaseSelector):
-    """Uniform sample of ``k`` rows without replacement (``numpy.random.default_rng(seed)``).
-
-    ``ranking_`` is the sampling order; ``gains_`` are NaN (no objective).
-    """
+class _SeededSampler(TextSelector):
+    """A random baseline: no parameters besides ``k`` and ``seed``."""
 
     PARAMS: ClassVar[dict[str, ParamSpec]] = {}
 
     def __init__(self, k: int, seed: int = 0) -> None:
         self.k = k
         self.seed = seed
+
+
+class RandomSelection(_SeededSampler):
+    """Uniform sample of ``k`` rows without replacement (``numpy.random.default_rng(seed)``).
+
+    ``ranking_`` is the sampling order; ``gains_`` are NaN (no objective).
+    """
 
     def _select(self, X: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(self.seed)
@@ -59,16 +63,10 @@ def stratified_counts(sizes: np.ndarray, k: int) -> np.ndarray:
     return counts
 
 
-class StratifiedRandom(BaseSelector):
+class StratifiedRandom(_SeededSampler):
     """Random sample stratified by benchmark: counts from :func:`stratified_counts` (proportional to
     benchmark size, largest remainder, >= 1 per benchmark when ``k >= B``), uniform within each
     benchmark. ``ranking_`` is a random order of the sample; ``gains_`` are NaN."""
-
-    PARAMS: ClassVar[dict[str, ParamSpec]] = {}
-
-    def __init__(self, k: int, seed: int = 0) -> None:
-        self.k = k
-        self.seed = seed
 
     def _select(self, X: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(self.seed)
@@ -89,7 +87,7 @@ def _dpp_features(X: np.ndarray, kernel: str) -> np.ndarray:
     return X.copy()
 
 
-class DPP(BaseSelector):
+class DPP(TextSelector):
     """Greedy MAP of a DPP with a linear kernel in feature space (§4.2), never forming ``n x n``.
 
     ``K = Phi Phi^T + reg * I`` with ``Phi`` the mean-centered (``kernel="cov"``), unit-normalized
@@ -179,7 +177,7 @@ class DPP(BaseSelector):
         return ranking, gains
 
 
-class KCenter(BaseSelector):
+class KCenter(TextSelector):
     """Greedy k-center, farthest-first traversal on cosine distance ``1 - cos`` (§4.2; Sener &
     Savarese 2018): a 2-approximation of the min-max cover radius.
 
@@ -234,7 +232,7 @@ def nearest_distinct_items(centers: np.ndarray, X: np.ndarray) -> np.ndarray:
     return ranking
 
 
-class KMeansSelection(BaseSelector):
+class KMeansSelection(TextSelector):
     """k-means representatives (§4.2, "n-k-means clustering" as in tinyBenchmarks).
 
     ``sklearn.cluster.KMeans(n_clusters=k, random_state=seed, n_init="auto")`` on the embeddings,

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
-from app.core.selection.base import BaseSelector, ParamSpec, check_embeddings, check_k, check_labels
+from app.core.selection.base import ParamSpec, TextSelector, check_embeddings, check_k, check_labels
 
 _SENTINEL = np.float32(2.0)  # written on the diagonal so that it is always kept; clipped back to 1
 _TINY = np.float32(np.finfo(np.float32).tiny)  # keep only w_ij > 0
@@ -325,7 +325,7 @@ def facility_location_value(graph: Any, selected: Any) -> float:
     return float(np.asarray(sub.max(axis=1).todense(), dtype=np.float64).sum())
 
 
-class FacilityLocation(BaseSelector):
+class FacilityLocation(TextSelector):
     """Facility-location coreset (§3.1): sparsified cosine graph + exact lazy greedy.
 
     Parameters: ``k`` (budget), ``alpha`` (sparsity, ``t = ceil(alpha n / k)``), ``stratify``

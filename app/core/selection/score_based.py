@@ -45,7 +45,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_array
 
 from app.core.predictors import KernelRidgePredictor, RidgePredictor
-from app.core.selection.base import ParamSpec, SelectorBase, check_k
+from app.core.selection.base import CoresetSelector, ParamSpec, check_k
 from app.core.selection.mrmr import MRMR
 
 __all__ = [
@@ -89,8 +89,8 @@ def kmedoids_cost(D: np.ndarray, medoids: Any) -> float:
     return float(np.min(D[:, medoids], axis=1).sum())
 
 
-class _ScoreSelector(SelectorBase):
-    """Common ``fit`` of the score-based selectors (parameter checks from :class:`SelectorBase`)."""
+class _ScoreSelector(CoresetSelector):
+    """Common ``fit`` of the score-based selectors (parameter checks from :class:`CoresetSelector`)."""
 
     _min_models: ClassVar[int] = 2
 

@@ -95,6 +95,12 @@ def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: n
     return ig
 
 
+def lower_solves(L: np.ndarray, K: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(L^-1 K, L^-1 r)`` for the lower Cholesky factor ``L`` of the observed covariance."""
+    return (solve_triangular(L, K, lower=True, check_finite=False),
+            solve_triangular(L, r, lower=True, check_finite=False))
+
+
 class SequentialEstimator:
     _L: np.ndarray  # the growing Cholesky factor, A, y and buckets of the observations (_ensure_capacity)
     _A: np.ndarray
@@ -220,10 +226,8 @@ class SequentialEstimator:
         G = K[:, bC].copy()
         G[np.diag_indices(n)] += self._Nb[bC] * self._sigma2
         L = self._chol(G)
-        A = solve_triangular(L, K, lower=True, check_finite=False)
+        A, y = lower_solves(L, K, np.asarray(self._scores) - self._mu[bC])
         del K
-        r = np.asarray(self._scores) - self._mu[bC]
-        y = solve_triangular(L, r, lower=True, check_finite=False)
         self._L[:n, :n] = L
         self._A[:n] = A
         self._y[:n] = y

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 
 from .config import SessionConfig
-from .estimator import Z975, checked_score, information_gain_scores
+from .estimator import Z975, checked_score, information_gain_scores, lower_solves
 from .numeric import AdamW, torch_randn
 from .prior import BucketPrior
 
@@ -337,10 +337,9 @@ class MultiTargetEstimator:
         G = K[:, tC, bC].copy()
         G[np.diag_indices(n)] += self._sigma2 * self._Nb[bC]
         L = _chol(G)
-        A = solve_triangular(L, K.reshape(n, T * B), lower=True, check_finite=False).reshape(n, T, B)
-        del K
-        r = np.asarray(self._sC) - self._mu[bC]
-        y = solve_triangular(L, r, lower=True, check_finite=False)
+        A_flat, y = lower_solves(L, K.reshape(n, T * B), np.asarray(self._sC) - self._mu[bC])
+        A = A_flat.reshape(n, T, B)
+        del K, A_flat
         self._L[:n, :n] = L
         self._A[:n] = A
         self._y[:n] = y
