@@ -3,7 +3,8 @@
 #   ./dev.sh serve   set up .venv and run the service on its embedded defaults
 #                    (SQLite file ./evalplan.db, in-process jobs, packaged embedding model)
 #                    at http://127.0.0.1:8000 (OpenAPI docs at /docs)
-#   ./dev.sh test    set up .venv and run the whole test suite (real PostgreSQL + Redis + a Celery worker)
+#   ./dev.sh test    set up .venv and run the whole test suite (real PostgreSQL + Redis + a Celery worker
+#                    + headless Chromium for the pages; as root it apt-installs Debian's chromium once)
 #   ./dev.sh lint    set up .venv and run the lint and type gates (ruff, mypy), as CI does first
 #   ./dev.sh setup   only set up .venv
 set -euo pipefail
@@ -11,6 +12,8 @@ cd "$(dirname "$0")"
 
 VENV="${EVALPLAN_VENV:-.venv}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# The browser tests drive Debian's chromium through playwright; playwright never fetches a browser.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 
 python_bin() {
   if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
@@ -33,12 +36,26 @@ setup() {
   fi
 }
 
+# Debian's chromium for the browser tests (tests/browser.py). Quick no-op once installed; as root
+# it installs it with apt-get (~30-60 s once); otherwise the browser tests fail with this hint.
+ensure_chromium() {
+  if [ -n "${EVALPLAN_TEST_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "evalplan: installing Debian's chromium for the browser tests" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+  else
+    echo "evalplan: the browser tests need Debian's chromium: sudo apt-get install -y chromium" >&2
+  fi
+}
+
 command="${1:-}"
 [ $# -gt 0 ] && shift
 case "$command" in
   setup) setup ;;
   serve) setup; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
-  test)  setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
   lint)  setup; "$VENV/bin/ruff" check . && exec "$VENV/bin/mypy" ;;
   *) echo "usage: ./dev.sh serve|test|lint|setup" >&2; exit 2 ;;
 esac

@@ -29,6 +29,7 @@ from app.kit.settings import Settings, get_settings
 from app.models import routes as models
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
+from app.ui.mount import install_ui
 from workers.dispatch import make_dispatcher
 
 DESCRIPTION = """Evaluation planning for LLM teams: pick small coresets of benchmark items,
@@ -69,7 +70,9 @@ def create_app(
         if engine is not None:
             engine.dispose()
 
-    app = FastAPI(title="Evalplan", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # docs_url/redoc_url off: app.ui serves both from packaged assets (FastAPI's load from a CDN).
+    app = FastAPI(title="Evalplan", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.session_factory = session_factory
     app.state.dispatcher = dispatcher
@@ -79,6 +82,7 @@ def create_app(
     for router in V1_ROUTERS:
         # authentication plugs in here: dependencies=[Depends(authenticate)] (see app.kit.caller)
         app.include_router(router)
+    install_ui(app)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:
         return scope["app"].state.session_factory

@@ -1,0 +1,17 @@
+"""Attach the pages, their static files and the offline API docs to the app."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.ui.docs import install_offline_docs
+from app.ui.routing import unknown_page_router
+from app.ui.templating import STATIC_DIR, STATIC_PREFIX
+
+
+def install_ui(app: FastAPI) -> None:
+    """Static assets, /docs + /redoc, the page routers and, last, the HTML 404 for other /ui paths."""
+    app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="ui-static")
+    install_offline_docs(app)
+    app.include_router(unknown_page_router())
