@@ -62,12 +62,13 @@ def test_coreset_composition_counts_items_per_benchmark_and_capability() -> None
 
 
 def test_gain_curve_drops_missing_gains() -> None:
-    rows = [{"benchmark": "quiz", "rank": i, "gain": 10 / (i + 1)} for i in range(12)]
-    rows.append({"benchmark": "quiz", "rank": 12, "gain": None})
+    rows = [{"benchmark": "quiz", "rank": i, "gain": 10 / i} for i in range(1, 13)]
+    rows.append({"benchmark": "quiz", "rank": 13, "gain": None})
     svg = charts.to_svg(charts.gain_curve(rows))
     words = texts(svg)
     assert "items selected (greedy order)" in words and "share of the final objective" in words
     assert "marginal gain (facility-location objective)" in words
+    assert len(mark_items(svg, "marginal_gain")) == 1
 
 
 def test_predicted_vs_true_draws_points_intervals_and_the_diagonal() -> None:

@@ -8,6 +8,7 @@
 from app.charts.render import to_inline_svg, to_png, to_svg
 from app.charts.specs import (
     backtest_curves,
+    combine,
     coreset_composition,
     gain_curve,
     histogram,
@@ -18,6 +19,7 @@ from app.charts.specs import (
 
 __all__ = [
     "backtest_curves",
+    "combine",
     "coreset_composition",
     "gain_curve",
     "histogram",

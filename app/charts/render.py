@@ -14,13 +14,15 @@ from typing import Any
 
 import vl_convert
 
+from app.charts.specs import themed
+
 CACHE_SIZE = 128
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
 def spec_of(chart: Any) -> dict[str, Any]:
-    """The Vega-Lite spec (a plain dict) of an altair chart; a dict passes through."""
-    return chart if isinstance(chart, dict) else chart.to_dict()
+    """The themed Vega-Lite spec (a plain dict) of an altair chart; a dict passes through."""
+    return chart if isinstance(chart, dict) else themed(chart).to_dict()
 
 
 def _key(chart: Any) -> str:

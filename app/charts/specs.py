@@ -46,11 +46,15 @@ def _percent(level: float) -> str:
     return f"{100 * level:g}%"
 
 
-def _themed(chart: Any, *, description: str) -> Any:
-    """One look for every chart: fonts, sizes, white background, a text description."""
+def _described(chart: Any, *, description: str) -> Any:
+    return chart.properties(description=description)
+
+
+def themed(chart: Any) -> Any:
+    """One look for every chart (fonts, sizes, white background); applied once, at render time,
+    so charts can still be combined (:func:`combine`) before."""
     return (
-        chart.properties(description=description)
-        .configure(font=FONT, background="white", padding=8)
+        chart.configure(font=FONT, background="white", padding=8)
         .configure_axis(labelFontSize=12, titleFontSize=13, titleFontWeight="normal", labelColor="#222",
                         titleColor="#111", gridColor="#e3e3e3", domainColor="#555", tickColor="#555")
         .configure_legend(labelFontSize=12, titleFontSize=12, titleFontWeight="normal", labelLimit=260,
@@ -125,7 +129,7 @@ def session_trajectory(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95
     chart = (alt.vconcat(upper, lower, spacing=14)
              .resolve_scale(color="shared", x="shared")
              .properties(title=alt.Title(title, subtitle=subtitle)))
-    return _themed(chart, description=f"{title}: {subtitle}")
+    return _described(chart, description=f"{title}: {subtitle}")
 
 
 def coreset_composition(rows: Sequence[Mapping[str, Any]], *, title: str = "Coreset composition") -> Any:
@@ -155,16 +159,17 @@ def coreset_composition(rows: Sequence[Mapping[str, Any]], *, title: str = "Core
     chart = (alt.vconcat(by_benchmark, by_capability, spacing=18)
              .resolve_scale(color="shared")
              .properties(title=alt.Title(title, subtitle=f"{total} items over {len(flat)} benchmarks")))
-    return _themed(chart, description=f"{title}: {total} items over {len(flat)} benchmarks")
+    return _described(chart, description=f"{title}: {total} items over {len(flat)} benchmarks")
 
 
 def gain_curve(rows: Sequence[Mapping[str, Any]], *, objective: str = "facility-location objective",
                title: str = "Greedy gain curve") -> Any:
     """Marginal gain of each greedy pick and the running share of the final objective (papers/000 §3).
 
-    ``rows``: ``{benchmark, rank, gain}`` with ``rank`` the 0-based pick order.
+    ``rows``: ``{benchmark, rank, gain}`` with ``rank`` the coreset's 1-based pick order; the running
+    share is per benchmark (a multi-benchmark greedy interleaves its benchmarks' picks).
     """
-    flat: list[dict[str, Any]] = [{"benchmark": str(r["benchmark"]), "pick": int(r["rank"]) + 1, "gain": g}
+    flat: list[dict[str, Any]] = [{"benchmark": str(r["benchmark"]), "pick": int(r["rank"]), "gain": g}
             for r in rows if (g := _finite(r.get("gain"))) is not None]
     color = alt.Color("benchmark:N", title="benchmark", scale=alt.Scale(scheme=CATEGORY_SCHEME))
     x = alt.X("pick:Q", title="items selected (greedy order)", axis=alt.Axis(tickMinStep=1, format="d"))
@@ -181,7 +186,7 @@ def gain_curve(rows: Sequence[Mapping[str, Any]], *, objective: str = "facility-
                   .properties(width=WIDTH, height=150, name="cumulative_share"))
     chart = (alt.vconcat(marginal, cumulative, spacing=14).resolve_scale(color="shared", x="shared")
              .properties(title=alt.Title(title, subtitle="diminishing returns: each pick adds less coverage")))
-    return _themed(chart, description=f"{title} over {len(flat)} picks")
+    return _described(chart, description=f"{title} over {len(flat)} picks")
 
 
 def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, score_title: str = "score",
@@ -219,7 +224,7 @@ def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, 
     subtitle = f"{len(flat)} model-benchmark pairs; bars = {_percent(level)} intervals; dashed line: y = x"
     chart = alt.layer(diagonal, bars, points).properties(width=side, height=side,
                                                          title=alt.Title(title, subtitle=subtitle))
-    return _themed(chart, description=f"{title}: {subtitle}")
+    return _described(chart, description=f"{title}: {subtitle}")
 
 
 def backtest_curves(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, score_title: str = "score",
@@ -259,7 +264,7 @@ def backtest_curves(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, sc
         panels.append(alt.hconcat(rmse, coverage, spacing=24))
     chart = (alt.vconcat(*panels, spacing=24).resolve_scale(color="shared")
              .properties(title=alt.Title(title, subtitle="mean over seeds; error bars ±1 standard error")))
-    return _themed(chart, description=f"{title} for {len(benchmarks)} benchmark(s)")
+    return _described(chart, description=f"{title} for {len(benchmarks)} benchmark(s)")
 
 
 def similarity_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], *,
@@ -291,7 +296,7 @@ def similarity_heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | N
             color=alt.condition(f"abs(datum.value) > {threshold}", alt.value("white"), alt.value("#111"))))
     chart = alt.layer(*layers).properties(width=side, height=side, title=alt.Title(
         title, subtitle=f"{len(order)} benchmarks, in the order shown"))
-    return _themed(chart, description=f"{title} of {len(order)} benchmarks")
+    return _described(chart, description=f"{title} of {len(order)} benchmarks")
 
 
 def histogram(values: Sequence[float | None], *, x_title: str, count_title: str, title: str,
@@ -304,4 +309,10 @@ def histogram(values: Sequence[float | None], *, x_title: str, count_title: str,
                      y=alt.Y("count():Q", title=count_title))
              .properties(width=WIDTH - 100, height=200, name="histogram",
                          title=alt.Title(title, subtitle=f"{len(flat)} values")))
-    return _themed(chart, description=f"{title}: histogram of {len(flat)} values")
+    return _described(chart, description=f"{title}: histogram of {len(flat)} values")
+
+
+def combine(*charts: Any, title: str | None = None) -> Any:
+    """Charts stacked into one figure (e.g. a coreset's composition over its quality chart)."""
+    figure = alt.vconcat(*charts, spacing=36).resolve_scale(color="independent")
+    return figure.properties(title=title) if title else figure

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
+from app.charts.http import chart_response
 from app.coresets import export as coreset_export
+from app.coresets import plots as coreset_plots
 from app.coresets import predict as coreset_predict
 from app.coresets import service as coreset_service
 from app.coresets.families.base import CoresetRequest
@@ -40,8 +42,11 @@ def create_coreset(body: CoresetCreate, session: DbSession, settings: AppSetting
 
 
 @router.get("", response_model=CoresetList)
-def list_coresets(session: DbSession, page: Pagination, name: Annotated[str | None, Query()] = None) -> CoresetList:
-    result = coreset_service.list_coresets(session, limit=page.limit, cursor=page.cursor, name=name)
+def list_coresets(session: DbSession, page: Pagination, name: Annotated[str | None, Query()] = None,
+                  benchmark: Annotated[str | None, Query(description="Only coresets that include this benchmark.")]
+                  = None) -> CoresetList:
+    result = coreset_service.list_coresets(session, limit=page.limit, cursor=page.cursor, name=name,
+                                           benchmark=benchmark)
     return CoresetList(items=[CoresetSummary.model_validate(coreset_service.summary_view(session, c))
                               for c in result.items], next_cursor=result.next_cursor)
 
@@ -69,3 +74,14 @@ def predict(coreset_id: str, body: PredictRequest, session: DbSession) -> Corese
     scores = None if body.scores is None else [s.model_dump() for s in body.scores]
     result = coreset_predict.predict(session, coreset, model=body.model, scores=scores, level=body.level)
     return CoresetPrediction.model_validate(result)
+
+
+@router.get("/{coreset_id}/plot.{fmt}", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}, "image/png": {}}, "description": "The chart."}})
+def plot(coreset_id: str, fmt: Literal["svg", "png"], session: DbSession) -> Response:
+    """The coreset's charts in one figure: composition by benchmark and capability, the greedy gain
+    curve (text methods with gains) and the reference models' held-out predicted vs true scores with
+    intervals (score-based methods). `plot.svg`: image/svg+xml; `plot.png`."""
+    coreset = coreset_service.get_coreset(session, coreset_id)
+    coreset_service.require_ready(coreset)
+    return chart_response(coreset_plots.coreset_figure(session, coreset), fmt, f"coreset-{coreset.id}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
-from app.benchmarks.service import get_benchmarks
+from app.benchmarks.service import get_benchmark, get_benchmarks
 from app.coresets.families.base import CoresetRequest
 from app.coresets.registry import family_of
 from app.coresets.repository import benchmark_names, coreset_rows, store_pending
@@ -68,8 +68,14 @@ def summary_view(session: Session, coreset: Coreset) -> dict[str, Any]:
             "budget": coreset.budget, "created_at": coreset.created_at}
 
 
-def list_coresets(session: Session, *, limit: int, cursor: str | None, name: str | None = None) -> Page[Coreset]:
+def list_coresets(session: Session, *, limit: int, cursor: str | None, name: str | None = None,
+                  benchmark: str | None = None) -> Page[Coreset]:
+    """Newest first; ``benchmark`` (an id or name) keeps the coresets that include it."""
     stmt = select(Coreset)
     if name is not None:
         stmt = stmt.where(Coreset.name == name)
+    if benchmark is not None:
+        # benchmark_ids is a JSON list of ids; ids never contain quotes, so the quoted id matches one entry
+        benchmark_id = get_benchmark(session, benchmark).id
+        stmt = stmt.where(cast(Coreset.benchmark_ids, String).like(f'%"{benchmark_id}"%'))
     return keyset_page(session, stmt, Coreset.id, limit=limit, cursor=cursor, what="coreset", descending=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
+from app.charts.http import chart_response
 from app.db.models import Job
+from app.jobs.plots import job_chart
 from app.jobs import service as job_service
 from app.jobs.schemas import JobList, JobOut
 from app.kit.deps import DbSession, Pagination
@@ -37,3 +40,12 @@ def cancel_job(job_id: str, session: DbSession) -> JobOut:
     job = job_service.cancel_job(session, job_id)
     session.commit()
     return job_out(job)
+
+
+@router.get("/{job_id}/plot.{fmt}", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}, "image/png": {}}, "description": "The chart."}})
+def plot(job_id: str, fmt: Literal["svg", "png"], session: DbSession) -> Response:
+    """A finished job's chart: a backtest's RMSE and coverage vs budget per method, or the
+    benchmark-similarity heatmap; 409 for other kinds or unfinished jobs."""
+    job = job_service.get_job(session, job_id)
+    return chart_response(job_chart(job), fmt, f"{job.kind}-{job.id}")

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
+from app.charts.http import chart_response
 from app.kit.deps import DbSession, Pagination
+from app.sessions import plots as session_plots
 from app.sessions import service as session_service
 from app.sessions import views
-from app.sessions.schemas import ObservationsPost, SessionCreate, SessionList, SessionOut, TrajectoryPoint
+from app.sessions.schemas import (
+    ObservationList,
+    ObservationOut,
+    ObservationsPost,
+    SessionCreate,
+    SessionList,
+    SessionOut,
+    TrajectoryPoint,
+)
 from app.sessions.validation import ObservationIn, SessionRequest
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -53,3 +63,21 @@ def read_session(session_id: str, session: DbSession) -> SessionOut:
 def read_trajectory(session_id: str, session: DbSession) -> list[TrajectoryPoint]:
     row = session_service.get_eval_session(session, session_id)
     return [TrajectoryPoint.model_validate(point) for point in views.trajectory(session, row)]
+
+
+@router.get("/{session_id}/observations", response_model=ObservationList)
+def list_observations(session_id: str, session: DbSession, page: Pagination) -> ObservationList:
+    """The posted observations, newest first: `{n, item, score, target, created_at}`."""
+    row = session_service.get_eval_session(session, session_id)
+    result = views.list_observations(session, row, limit=page.limit, cursor=page.cursor)
+    return ObservationList(items=[ObservationOut.model_validate(o) for o in result.items],
+                           next_cursor=result.next_cursor)
+
+
+@router.get("/{session_id}/plot.{fmt}", response_class=Response,
+            responses={200: {"content": {"image/svg+xml": {}, "image/png": {}}, "description": "The chart."}})
+def plot(session_id: str, fmt: Literal["svg", "png"], session: DbSession) -> Response:
+    """The trajectory chart: estimate and credible band vs items observed, the stop threshold and the
+    true score when the target's scores are stored (`plot.svg`: image/svg+xml; `plot.png`)."""
+    row = session_service.get_eval_session(session, session_id)
+    return chart_response(session_plots.trajectory_chart(session, row), fmt, f"session-{row.id}")

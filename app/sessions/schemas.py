@@ -123,3 +123,18 @@ class TrajectoryPoint(BaseModel):
     estimate: float | None
     variance: float | None
     ci: list[float | None]
+
+
+class ObservationOut(BaseModel):
+    """One posted score; ``n`` is its 1-based arrival order in the session (over all targets)."""
+
+    n: int
+    item: str
+    score: float
+    target: str | None
+    created_at: UtcDatetime | None
+
+
+class ObservationList(BaseModel):
+    items: list[ObservationOut]
+    next_cursor: str | None

@@ -1,17 +1,20 @@
-"""What sessions look like from outside: the API.md session, its trajectory, and listing."""
+"""What sessions look like from outside: the API.md session, its trajectory, its observations, the
+true score when known, and listing."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import get_benchmark
-from app.db.models import Benchmark, EvalSession
+from app.db.models import Benchmark, EvalSession, SessionObservation
 from app.kit.errors import InvalidInput
 from app.kit.pagination import Page, keyset_page
 from app.kit.validation import finite_or_none
+from app.sessions.priors import load_prior
 from app.sessions.state import estimator_of
 
 STATUSES = ("active", "stopped")
@@ -78,3 +81,50 @@ def benchmark_names(session: Session, benchmark_ids: list[str]) -> dict[str, str
         return {}
     return dict(session.execute(select(Benchmark.id, Benchmark.name)
                                 .where(Benchmark.id.in_(set(benchmark_ids)))).all())
+
+
+def list_observations(session: Session, row: EvalSession, *, limit: int, cursor: str | None) -> Page[dict[str, Any]]:
+    """The posted observations, newest first: ``{n, item, score, target, created_at}`` with ``n`` the
+    1-based arrival order over the session (all targets)."""
+    stmt = select(SessionObservation).where(SessionObservation.session_id == row.id)
+    page = keyset_page(session, stmt, SessionObservation.seq, limit=limit, cursor=cursor, what="observation",
+                       descending=True)
+    names: list[str] = list(row.targets or [row.target or ""])
+    return Page([{"n": o.seq + 1, "item": o.item_id, "score": o.score, "target": names[o.target_index],
+                  "created_at": o.created_at} for o in page.items], page.next_cursor)
+
+
+def true_scores(session: Session, row: EvalSession) -> dict[str, float | None]:
+    """Per target: its full-benchmark score (the mean of its stored scores over the session's items,
+    the estimand), known only when the target has a stored score for every one of those items."""
+    benchmark = session.get(Benchmark, row.benchmark_id)
+    entry = load_prior(session, row.prior_key)
+    names: list[str] = list(row.targets or [row.target or ""])
+    found: dict[str, float | None] = dict.fromkeys(names)
+    if benchmark is None or not entry.item_pks:
+        return found
+    sql = ("SELECT m.name, s.item_pk, s.value FROM scores s JOIN models m ON m.id = s.model_id "
+           "JOIN items i ON i.pk = s.item_pk WHERE i.benchmark_id = :b AND s.metric = :metric AND m.name IN :names")
+    stmt = text(sql).bindparams(bindparam("names", expanding=True))
+    in_prior = set(entry.item_pks)
+    values: dict[str, list[float]] = {}
+    for name, item_pk, value in session.execute(stmt, {"b": benchmark.id, "metric": benchmark.default_metric,
+                                                       "names": names}):
+        if int(item_pk) in in_prior:
+            values.setdefault(name, []).append(float(value))
+    for name, scores in values.items():
+        if len(scores) == len(in_prior):
+            found[name] = float(np.mean(scores))
+    return found
+
+
+def stop_half_width(row: EvalSession) -> float | None:
+    """The interval half-width at or below which the session may stop: ``stop.half_width`` for the
+    precision rule, else half of BayesAME's ``epsilon2`` (its rule also needs the estimate to move
+    less than ``epsilon1`` over the window; papers/004 App. C.1)."""
+    config = row.config or {}
+    stop = config.get("stop") or {}
+    if stop.get("half_width"):
+        return float(stop["half_width"])
+    epsilon2 = config.get("epsilon2")
+    return float(epsilon2) / 2 if epsilon2 else None

@@ -157,3 +157,34 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
     return {"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
             "capabilities": capabilities, "overall": overall, "extrapolation": bool(any_extrapolation),
             "agreement": None}
+
+
+def reference_predictions(session: Session, coreset: Coreset, level: float) -> list[dict[str, Any]]:
+    """Each reference model's full-benchmark score, true and predicted out of fold, with the interval
+    that :func:`predict` would give it (``interval_from_errors`` on the stored cross-fitted errors).
+
+    The stored errors are ``y_i - f_{-fold(i)}(i)`` (``app.core.intervals.cross_fitted_errors``), so
+    the held-out prediction is ``y_i - error_i``: the whole pipeline, selection included, never saw
+    model ``i``. Benchmarks without cross-fitted errors (the irt predictor, older coresets) are
+    left out. Rows: ``{model, benchmark, true, predicted, lo, hi}``.
+    """
+    names = list((coreset.diagnostics or {}).get("reference_models") or [])
+    fits = load_fits(session, coreset)
+    benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
+    rows: list[dict[str, Any]] = []
+    for bid in coreset.benchmark_ids:
+        fit = fits.get(bid) or {}
+        calibration = fit.get("calibration") or {}
+        if calibration.get("kind") != "cross_fitted" or bid not in benchmarks:
+            continue
+        truth = np.asarray(fit["y_ref"], dtype=float)
+        errors = np.asarray(calibration["errors"], dtype=float)
+        held_out = truth - errors
+        lower, upper = interval_from_errors(held_out, errors, level)
+        lo_s, hi_s = _scale(benchmarks[bid])
+        for i, name in enumerate(names[:len(truth)]):
+            rows.append({"model": name, "benchmark": benchmarks[bid].name, "true": float(truth[i]),
+                         "predicted": _clip(float(held_out[i]), lo_s, hi_s),
+                         "lo": finite_or_none(_clip(float(lower[i]), lo_s, hi_s)),
+                         "hi": finite_or_none(_clip(float(upper[i]), lo_s, hi_s))})
+    return rows
