@@ -3,8 +3,9 @@
 * The browser is Debian's ``chromium`` package (``apt-get install -y chromium``; ``./dev.sh test``
   installs it when run as root), driven by playwright with ``executable_path``: playwright never
   downloads a browser of its own. ``EVALPLAN_TEST_CHROMIUM`` names another executable.
-* ``live_server``: ``create_app`` on PostgreSQL (real commits, the in-process job dispatcher),
-  served by uvicorn in a thread; tables are emptied before and after.
+* ``live_server`` (``module_live_server``: one per test module): ``create_app`` on PostgreSQL (real
+  commits, the in-process job dispatcher), served by uvicorn in a thread; tables are emptied before
+  and after.
 * ``tab``: a fresh browser context and page. It records console errors, uncaught exceptions and
   every request that leaves the loopback server (aborted: the pages must work offline); the test
   fails at teardown if any happened. ``tab.check_accessibility()`` runs axe-core on the page.
@@ -19,6 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,14 +79,13 @@ def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
     return server, thread, f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture
-def live_server(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[LiveServer]:
+@contextmanager
+def serving(engine: Engine, database_url: str) -> Iterator[LiveServer]:
     from helpers import empty_all_tables, settings_for
 
-    engine = engines["postgresql"]
     empty_all_tables(engine)
     factory = make_session_factory(engine)
-    app = create_app(settings_for(database_urls["postgresql"]), session_factory=factory,
+    app = create_app(settings_for(database_url), session_factory=factory,
                      dispatcher=InProcessDispatcher(factory, threads=2))
     server, thread, url = _serve(app)
     try:
@@ -94,6 +95,19 @@ def live_server(engines: dict[str, Engine], database_urls: dict[str, str]) -> It
         server.should_exit = True
         thread.join(timeout=20)
         empty_all_tables(engine)
+
+
+@pytest.fixture
+def live_server(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[LiveServer]:
+    with serving(engines["postgresql"], database_urls["postgresql"]) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def module_live_server(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[LiveServer]:
+    """One server for a whole test module (its data is seeded once)."""
+    with serving(engines["postgresql"], database_urls["postgresql"]) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

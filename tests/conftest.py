@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser import chromium, live_server, module_live_server, phone_tab, tab  # noqa: F401  (browser fixtures)
 from fastapi.testclient import TestClient
 from helpers import NoJobsDispatcher, empty_all_tables, settings_for
 from service_bringup import Services, ServicesUnavailable, bring_up
@@ -27,7 +28,6 @@ from app.db.migrate import upgrade
 from app.kit.db import make_engine, make_session_factory
 from app.main import create_app
 from workers.dispatch import InProcessDispatcher
-from browser import chromium, live_server, phone_tab, tab  # noqa: F401  (browser fixtures)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_DB_NAME = f"evalplan_test_{os.getpid()}"  # one per pytest process: parallel runs never collide

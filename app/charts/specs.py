@@ -234,9 +234,10 @@ def backtest_curves(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, sc
     ``rows`` are backtest rows (papers/002 §3): ``{benchmark, label, budget, seed, rmse, coverage}``;
     a null ``coverage`` (predictors without intervals) is left out of the coverage panel.
     """
-    flat: list[dict[str, Any]] = [{"benchmark": str(r.get("benchmark") or ""), "method": str(r.get("label") or r.get("method")),
-             "budget": _finite(r.get("budget")), "rmse": _finite(r.get("rmse")),
-             "coverage": _finite(r.get("coverage"))} for r in rows]
+    flat: list[dict[str, Any]] = [
+        {"benchmark": str(r.get("benchmark") or ""), "method": str(r.get("label") or r.get("method")),
+         "budget": _finite(r.get("budget")), "rmse": _finite(r.get("rmse")), "coverage": _finite(r.get("coverage"))}
+        for r in rows]
     flat = [f for f in flat if f["budget"] is not None]
     color = alt.Color("method:N", title="method", scale=alt.Scale(scheme=CATEGORY_SCHEME))
     x = alt.X("budget:Q", title="budget (share of items)", axis=alt.Axis(format="%"))

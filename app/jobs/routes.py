@@ -9,8 +9,8 @@ from fastapi.responses import Response
 
 from app.charts.http import chart_response
 from app.db.models import Job
-from app.jobs.plots import job_chart
 from app.jobs import service as job_service
+from app.jobs.plots import job_chart
 from app.jobs.schemas import JobList, JobOut
 from app.kit.deps import DbSession, Pagination
 

@@ -1,7 +1,8 @@
 // Live regions, without a framework: an element with data-live-src="URL" is re-fetched every
 // data-live-every milliseconds (default 2000) and replaced by the response, an HTML fragment
 // whose root is the new element. Refreshing stops when the new element has no data-live-src
-// (a session that stopped, a job that finished). Hidden tabs wait; failures back off.
+// (a session that stopped, a job that finished); a new element marked data-live-reload reloads the
+// page instead (the finished job's results are a different page). Hidden tabs wait; failures back off.
 (function () {
   "use strict";
   var MAX_DELAY = 30000;
@@ -31,6 +32,7 @@
         template.innerHTML = html.trim();
         var next = template.content.firstElementChild;
         if (!next) { throw new Error("empty fragment"); }
+        if (next.hasAttribute("data-live-reload")) { window.location.reload(); return; }
         var focusedId = region.contains(document.activeElement) ? document.activeElement.id : null;
         region.replaceWith(next);
         if (focusedId && document.getElementById(focusedId)) { document.getElementById(focusedId).focus(); }

@@ -1,0 +1,67 @@
+"""The job page: status and a live progress bar; a finished backtest shows RMSE and coverage vs
+budget per method and its table, a benchmark-similarity job its heatmap."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from app import charts
+from app.backtests import plots as backtest_plots
+from app.db.models import Job
+from app.jobs import service as job_service
+from app.jobs.plots import has_chart, job_chart
+from app.kit.deps import DbSession
+from app.kit.jobs import FINAL_STATUSES
+from app.similarity import plots as similarity_plots
+from app.ui.routing import page_router
+from app.ui.templating import render
+
+router = page_router()
+RESULT_PREVIEW_CHARS = 20_000
+FINAL = FINAL_STATUSES
+
+
+def links_of(job: Job) -> list[tuple[str, str]]:
+    """Pages of what the job works on (its coreset, its benchmark)."""
+    payload = job.payload or {}
+    links = []
+    if payload.get("coreset_id"):
+        links.append(("coreset", f"/ui/coresets/{payload['coreset_id']}"))
+    if job.benchmark_id:
+        links.append(("benchmark", f"/ui/benchmarks/{job.benchmark_id}"))
+    return links
+
+
+def results_of(job: Job) -> dict[str, Any]:
+    if job.status != "succeeded":
+        return {}
+    out: dict[str, Any] = {}
+    if has_chart(job):
+        out["chart_svg"] = charts.to_inline_svg(job_chart(job), label=f"Chart of {job.kind} job {job.id}",
+                                                prefix="job")
+    if backtest_plots.is_backtest(job):
+        out["summary"] = backtest_plots.backtest_summary(job)
+        out["unavailable"] = (job.result or {}).get("unavailable") or {}
+    elif similarity_plots.is_similarity(job):
+        out["ordering"] = (job.result or {}).get("ordering") or []
+    else:
+        text = json.dumps(job.result, indent=2, default=str)
+        out["result_text"] = text[:RESULT_PREVIEW_CHARS]
+        out["result_truncated"] = len(text) > RESULT_PREVIEW_CHARS
+    return out
+
+
+@router.get("/ui/jobs/{job_id}/live")
+def job_fragment(request: Request, job_id: str, session: DbSession) -> Response:
+    return render(request, "_job_live.html", job=job_service.get_job(session, job_id), final=FINAL,
+                  live=True)
+
+
+@router.get("/ui/jobs/{job_id}")
+def job_page(request: Request, job_id: str, session: DbSession) -> Response:
+    job = job_service.get_job(session, job_id)
+    return render(request, "job.html", job=job, final=FINAL, links=links_of(job), **results_of(job))
