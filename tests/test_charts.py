@@ -45,6 +45,14 @@ def test_session_trajectory_without_truth_or_threshold_and_with_a_level() -> Non
     assert len(mark_items(svg, "observation")) == 3
 
 
+def test_bounded_scores_clip_the_band_to_the_score_range() -> None:
+    rows = [{"n": 1, "estimate": 0.5, "ci": [-0.8, 1.6]}, {"n": 2, "estimate": 0.5, "ci": [0.2, 0.8]}]
+    svg = charts.to_svg(charts.session_trajectory(rows, score_range=(0.0, 1.0)))
+    labels = [t for t in texts(svg) if re.fullmatch(r"[\u2212-]?\d\.\d", t)]
+    values = [float(t.replace("\u2212", "-")) for t in labels]
+    assert min(values) == 0.0 and max(values) == 1.0  # the score axis is [0, 1], not [-0.8, 1.6]
+
+
 def test_empty_trajectory_still_renders_axes() -> None:
     svg = charts.to_svg(charts.session_trajectory([]))
     assert "items observed (n)" in texts(svg) and not mark_items(svg, "observation")

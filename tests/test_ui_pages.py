@@ -66,7 +66,7 @@ def test_every_page_renders(committed_client, seeded) -> None:
     assert "predicted vs true" not in text
     scored = html(http, f"/ui/coresets/{seeded['scored']['id']}")
     assert "Reference models: predicted vs true" in scored and 'data-chart="predictions"' in scored
-    assert 'data-chart="composition"' in scored
+    assert 'data-chart="composition"' in scored and "Greedy gain curve" not in scored
 
     job = html(http, f"/ui/jobs/{seeded['backtest']['id']}")
     assert "Backtest table" in job and 'data-chart="job"' in job and "mRMR++" in job

@@ -71,12 +71,14 @@ def _series_scale(domain: list[str], palette: Mapping[str, str]) -> alt.Scale:
 
 def session_trajectory(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95, true_score: float | None = None,
                        stop_half_width: float | None = None, score_title: str = "score",
+                       score_range: tuple[float | None, float | None] | None = None,
                        title: str = "Estimate after each observation") -> Any:
     """Estimate and its credible band vs items observed (papers/004 §3), with the half-width panel.
 
     ``rows`` are trajectory rows ``{n, estimate, ci: [lo, hi]}``. The lower panel draws the
     interval half-width and, when the session stops on precision, the ``stop_half_width``
-    threshold; the upper one draws the model's true score when it is known.
+    threshold; the upper one draws the model's true score when it is known. With a bounded
+    ``score_range`` the score axis is that range and the band is drawn clipped to it.
     """
     flat: list[dict[str, Any]] = []
     for r in rows:
@@ -95,11 +97,14 @@ def session_trajectory(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95
     color = alt.Color("series:N", scale=_series_scale(domain, palette), title=None)
     x = alt.X("n:Q", title="items observed (n)", scale=alt.Scale(domainMin=0, nice=True),
               axis=alt.Axis(tickMinStep=1, format="d"))
+    lo_s, hi_s = score_range or (None, None)
+    bounded = lo_s is not None and hi_s is not None
+    y_scale = alt.Scale(domain=[lo_s, hi_s], clamp=True, nice=False) if bounded else alt.Scale(zero=False)
     base = alt.Chart(_data(flat))
     band = (base.transform_filter("isValid(datum.lo) && isValid(datum.hi)")
             .transform_calculate(series=f"'{band_name}'")
             .mark_area(opacity=0.45, interpolate="step-after" if len(flat) < 3 else "linear")
-            .encode(x=x, y=alt.Y("lo:Q", title=score_title, scale=alt.Scale(zero=False)), y2="hi:Q", color=color)
+            .encode(x=x, y=alt.Y("lo:Q", title=score_title, scale=y_scale), y2="hi:Q", color=color)
             .properties(name="band"))
     line = (base.transform_calculate(series="'estimate'").mark_line(strokeWidth=2)
             .encode(x=x, y="estimate:Q", color=color).properties(name="estimate"))
@@ -215,7 +220,7 @@ def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, 
                 .encode(x=alt.X("v:Q", scale=alt.Scale(domain=domain, nice=False)),
                         y=alt.Y("v:Q", scale=alt.Scale(domain=domain, nice=False))).properties(name="diagonal"))
     bars = (base.transform_filter("isValid(datum.lo) && isValid(datum.hi)")
-            .mark_rule(strokeWidth=1.5, opacity=0.7)
+            .mark_rule(strokeWidth=1.5, opacity=0.45)
             .encode(x=x, y=alt.Y("lo:Q", scale=alt.Scale(domain=domain, nice=False)), y2="hi:Q", color=color)
             .properties(name="interval"))
     points = (base.mark_point(filled=True, size=40, opacity=1).encode(x=x, y=y, color=color)

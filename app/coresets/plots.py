@@ -38,7 +38,10 @@ def composition_chart(session: Session, coreset: Coreset, items: list[dict[str, 
 
 
 def gain_chart(coreset: Coreset, items: list[dict[str, Any]]) -> Any | None:
-    """The greedy gain curve, when the method records a gain per pick (facility location, ...)."""
+    """The greedy gain curve of a text coreset whose method records a gain per pick (facility
+    location): score-based selectors' per-pick scores are not a coverage objective."""
+    if family_of(coreset.method).name != "text":
+        return None
     if not any(r.get("gain") is not None for r in items):
         return None
     return charts.gain_curve(items, objective=OBJECTIVES.get(coreset.method, "selection objective"))

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app import charts
-from app.db.models import EvalSession
+from app.db.models import Benchmark, EvalSession
 from app.sessions import views
 
 DEFAULT_LEVEL = 0.95
@@ -28,13 +28,16 @@ def trajectory_chart(session: Session, row: EvalSession) -> Any:
     truth = views.true_scores(session, row)
     threshold = views.stop_half_width(row)
     level = session_level(row)
-    benchmark = views.benchmark_names(session, [row.benchmark_id]).get(row.benchmark_id, row.benchmark_id)
+    bench = session.get(Benchmark, row.benchmark_id)
+    benchmark = bench.name if bench is not None else row.benchmark_id
+    score_range = (0.0, 1.0) if bench is None or bench.score_kind == "binary" else (bench.score_min, bench.score_max)
     if not row.targets:
         return charts.session_trajectory(rows, level=level, true_score=truth.get(row.target or ""),
-                                         stop_half_width=threshold,
+                                         stop_half_width=threshold, score_range=score_range,
                                          title=f"{row.target} on {benchmark}: estimate after each observation")
     panels = [charts.session_trajectory([r for r in rows if r["target"] == name], level=level,
                                         true_score=truth.get(name), stop_half_width=threshold,
+                                        score_range=score_range,
                                         title=f"{name} on {benchmark}: estimate after each of its observations")
               for name in row.targets]
     return charts.combine(*panels)

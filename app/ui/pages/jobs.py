@@ -8,10 +8,11 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 
 from app import charts
 from app.backtests import plots as backtest_plots
-from app.db.models import Job
+from app.db.models import Benchmark, Job
 from app.jobs import service as job_service
 from app.jobs.plots import has_chart, job_chart
 from app.kit.deps import DbSession
@@ -25,14 +26,15 @@ RESULT_PREVIEW_CHARS = 20_000
 FINAL = FINAL_STATUSES
 
 
-def links_of(job: Job) -> list[tuple[str, str]]:
-    """Pages of what the job works on (its coreset, its benchmark)."""
+def links_of(session: Session, job: Job) -> list[tuple[str, str, str]]:
+    """(what, label, page) of what the job works on: its coreset, its benchmark."""
     payload = job.payload or {}
     links = []
     if payload.get("coreset_id"):
-        links.append(("coreset", f"/ui/coresets/{payload['coreset_id']}"))
-    if job.benchmark_id:
-        links.append(("benchmark", f"/ui/benchmarks/{job.benchmark_id}"))
+        links.append(("coreset", payload["coreset_id"], f"/ui/coresets/{payload['coreset_id']}"))
+    benchmark = session.get(Benchmark, job.benchmark_id) if job.benchmark_id else None
+    if benchmark is not None:
+        links.append(("benchmark", benchmark.name, f"/ui/benchmarks/{benchmark.id}"))
     return links
 
 
@@ -64,4 +66,4 @@ def job_fragment(request: Request, job_id: str, session: DbSession) -> Response:
 @router.get("/ui/jobs/{job_id}")
 def job_page(request: Request, job_id: str, session: DbSession) -> Response:
     job = job_service.get_job(session, job_id)
-    return render(request, "job.html", job=job, final=FINAL, links=links_of(job), **results_of(job))
+    return render(request, "job.html", job=job, final=FINAL, links=links_of(session, job), **results_of(job))
