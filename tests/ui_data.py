@@ -7,10 +7,9 @@ benchmark-similarity job have something to embed.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
+import helpers
 import httpx
 import numpy as np
 
@@ -35,34 +34,24 @@ def create_benchmark(http: httpx.Client, name: str, *, capability: str, n_models
                      seed: int = 0, text: bool = True, numeric_ids: bool = True) -> dict[str, Any]:
     """A binary benchmark with scores (and prompts when ``text``); returns its matrix and names.
     Numeric item ids double as lm-eval doc indices (so the lm-eval export works)."""
-    r = http.post("/v1/benchmarks", json={"name": name, "capability": capability, "score_kind": "binary"})
-    assert r.status_code == 201, r.text
+    helpers.create_benchmark(http, name, capability=capability, score_kind="binary")
     items = [str(j) if numeric_ids else f"{name}-{j:03d}" for j in range(n_items)]
     if text:
-        lines = [json.dumps({"id": item, "prompt": f"Question {j} about {TOPICS[(j + seed) % len(TOPICS)]} "
-                             f"({capability}): explain case {j * 7 + seed} of {name}.", "target": str(j)})
-                 for j, item in enumerate(items)]
-        r = http.post(f"/v1/benchmarks/{name}/items", content="\n".join(lines),
-                      headers={"content-type": "application/x-ndjson"})
-        assert r.status_code == 200, r.text
+        helpers.upload_items(http, name, [
+            {"id": item, "prompt": f"Question {j} about {TOPICS[(j + seed) % len(TOPICS)]} ({capability}): "
+                                   f"explain case {j * 7 + seed} of {name}.", "target": str(j)}
+            for j, item in enumerate(items)])
     scores = score_matrix(n_models, n_items, seed)
     models = model_names(n_models)
-    csv = "model," + ",".join(items) + "\n" + "\n".join(
-        m + "," + ",".join(str(v) for v in row) for m, row in zip(models, scores))
-    r = http.post(f"/v1/benchmarks/{name}/scores", content=csv, headers={"content-type": "text/csv"})
-    assert r.status_code == 200, r.text
+    helpers.upload_scores_csv(http, name, helpers.wide_csv(scores.astype(float), models, items))
     return {"name": name, "items": items, "models": models, "scores": scores}
 
 
 def wait_for_job(http: httpx.Client, job_id: str, timeout: float = 240.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = http.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in ("succeeded", "failed", "cancelled"):
-            assert job["status"] == "succeeded", job
-            return job
-        assert time.monotonic() < deadline, f"job {job_id} still {job['status']}"
-        time.sleep(0.2)
+    """The finished job, which must have succeeded."""
+    job = helpers.wait_for_job(http, job_id, timeout)
+    assert job["status"] == "succeeded", job
+    return job
 
 
 def create_coreset(http: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
