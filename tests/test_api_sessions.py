@@ -58,9 +58,11 @@ def local_estimator(data: dict, **config: object) -> SequentialEstimator:
 
 def assert_matches(body: dict, estimator: SequentialEstimator, items: list[str]) -> None:
     assert body["n_observed"] == estimator.n_observed
-    assert body["estimate"] == pytest.approx(estimator.estimate, abs=1e-12)
+    assert body["estimate"] == pytest.approx(min(max(estimator.estimate, 0.0), 1.0), abs=1e-12)
     assert body["variance"] == pytest.approx(estimator.variance, abs=1e-12)
-    assert body["ci"] == pytest.approx(list(estimator.ci), abs=1e-12)
+    lo, hi = estimator.ci  # the service clips the interval to the score range ([0, 1] here)
+    assert body["ci"] == pytest.approx([min(max(lo, 0.0), 1.0), max(min(hi, 1.0), 0.0)], abs=1e-12)
+    assert body["level"] == 0.95
     assert body["status"] == ("stopped" if estimator.stopped else "active")
     assert body["stop_reason"] == estimator.stop_reason
     assert body["next_items"] == [items[j] for j in estimator.propose()]

@@ -4,9 +4,30 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from app.kit.schemas import UtcDatetime
+
+
+class StopIn(BaseModel):
+    """Precision stopping (API.md "Sessions: precision stopping")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    half_width: StrictFloat | StrictInt = Field(description="Stop once the level interval's half-width is at most "
+                                                            "this, in score units; 0 never stops on precision.")
+    level: StrictFloat | None = Field(None, description="Level of the interval (default 0.95).")
+    min_items: StrictInt | None = Field(None, description="Never stop on precision before this many items "
+                                                          "(default 10).")
+    anytime_valid: StrictBool | None = Field(None, description="Use a betting confidence sequence, valid however "
+                                                               "often the caller looks; items are then drawn "
+                                                               "uniformly at random (default false).")
+
+
+class MaxItemsFraction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fraction: StrictFloat | StrictInt = Field(description="Fraction of the benchmark's items, 0 < f <= 1.")
 
 
 class SessionCreate(BaseModel):
@@ -27,7 +48,12 @@ class SessionCreate(BaseModel):
     window: int | None = Field(None, description="Stopping-rule window (default 30).")
     refit_every: int | None = Field(None,
                                     description="Refit hyperparameters every n observations; 0 = never (default 50).")
-    max_items: int | None = Field(None, description="Stop after this many observations.")
+    max_items: StrictInt | MaxItemsFraction | None = Field(
+        None, description='Stop after this many observations: an integer or {"fraction": f} of the items.')
+    stop: StopIn | None = Field(None, description="Precision stopping {half_width, level?, min_items?, "
+                                                  "anytime_valid?}; replaces the paper's (epsilon1, epsilon2, window) "
+                                                  "rule.")
+    level: StrictFloat | None = Field(None, description="Level of the session's ci (default 0.95, or stop.level).")
     batch_size: int | None = Field(None, description="Items proposed per step (default 1).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
     seed: int | None = Field(None, description="Random seed (default 0).")
@@ -98,6 +124,7 @@ class SessionOut(BaseModel):
     estimate: float | None
     variance: float | None
     ci: list[float | None] | None
+    level: float | None = None
     method: str
     config: dict[str, Any]
     hyperparameters: dict[str, Any] | None

@@ -46,6 +46,7 @@ from app.sessions.validation import (
     MAX_OBSERVATIONS_PER_REQUEST,
     ObservationIn,
     SessionRequest,
+    check_stop_fits,
     config_dict,
     config_of,
     n_latent_of,
@@ -58,14 +59,15 @@ from app.sessions.validation import (
 def create_session(session: Session, request: SessionRequest) -> EvalSession:
     """Validate, obtain the prior, build the estimator and store the session (the caller commits)."""
     benchmark = get_benchmark(session, request.benchmark)
-    config = config_of(request)
-    target, targets = resolve_targets(session, request)
-    n_latent = n_latent_of(request, config) if targets is not None else None
     metric = benchmark.default_metric
     matrix = load_matrix(session, benchmark, metric)
     if not matrix.item_pks:
         raise InvalidInput(f"benchmark {benchmark.name!r} has no items",
                            [{"field": "benchmark", "detail": "upload items or scores first"}])
+    config = config_of(request, len(matrix.item_pks))
+    target, targets = resolve_targets(session, request)
+    n_latent = n_latent_of(request, config) if targets is not None else None
+    check_stop_fits(config, benchmark, targets is not None)
     rows = resolve_references(session, request.reference_models, targets or [str(target)], matrix.model_ids,
                               matrix.model_names)
     reference = matrix.values[rows].copy()

@@ -16,21 +16,27 @@ from sqlalchemy.orm import Session
 
 from app.core.sequential import SequentialEstimator, SessionConfig
 from app.core.sequential.multi_target import MultiTargetEstimator
+from app.core.sequential.stopping import PrecisionSession
 from app.db.models import Benchmark, EvalSession, SessionObservation
 from app.kit.validation import finite_or_none
-from app.sessions import cache
+from app.sessions import cache, validation
 from app.sessions.priors import PriorEntry, load_prior
 
-STOP_REASON_PRECEDENCE = ("max_items", "exhausted", "converged")
+STOP_REASON_PRECEDENCE = ("max_items", "exhausted", "converged", "precision")
 
 
 def new_estimator(row: EvalSession, entry: PriorEntry, benchmark: Benchmark) -> Any:
     """A fresh estimator of the session (no observations): single- or multi-target."""
     config = SessionConfig(**row.config)
+    score_range = validation.score_range(benchmark)
     if not row.targets:
-        return SequentialEstimator(entry.prior, config)
-    return MultiTargetEstimator(entry.prior, config, len(row.targets), int(row.n_latent or 2),
-                                continuous=benchmark.score_kind != "binary")
+        return PrecisionSession(SequentialEstimator(entry.prior, config), level=config.level,
+                                rule=config.stop_rule, score_range=score_range, seed=config.seed,
+                                batch_size=config.batch_size, max_items=config.max_items)
+    multi = MultiTargetEstimator(entry.prior, config, len(row.targets), int(row.n_latent or 2),
+                                 continuous=benchmark.score_kind != "binary")
+    multi.score_range = score_range
+    return multi
 
 
 def _jsonable(value: Any) -> Any:
@@ -76,7 +82,7 @@ def _apply_multi_state(row: EvalSession, estimator: MultiTargetEstimator, entry:
     cis = estimator.cis
     per_target = {
         name: {"status": "stopped" if estimator.stopped[t] else "active", "stop_reason": estimator.stop_reasons[t],
-               "n_observed": int(estimator.n_observed[t]), "estimate": finite_or_none(estimator.estimates[t]),
+               "n_observed": int(estimator.n_observed[t]), "estimate": finite_or_none(estimator.reported_estimate(t)),
                "variance": finite_or_none(estimator.variances[t]), "ci": [finite_or_none(cis[t][0]),
                                                                           finite_or_none(cis[t][1])]}
         for t, name in enumerate(names)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.service import scale_of
 from app.core.sequential import SessionConfig
+from app.core.sequential.stopping import StopRule, resolve_max_items
 from app.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.models.service import check_reference_form
@@ -21,7 +23,8 @@ from app.sessions.priors import load_prior
 METHODS = ("bayesame", "bayesame_rs", "rs_mean")
 MULTI_METHODS = ("bayesame", "bayesame_rs")
 CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
-                 "hyperparameters", "seed")
+                 "hyperparameters", "seed", "stop", "level")
+PAPER_RULE_FIELDS = ("epsilon1", "epsilon2", "window")
 MAX_OBSERVATIONS_PER_REQUEST = 10_000
 MAX_TARGETS = 32  # the joint posterior costs O(T B n) per observation
 MAX_LATENT = 16
@@ -39,28 +42,79 @@ class SessionRequest:
     epsilon2: float | None = None
     window: int | None = None
     refit_every: int | None = None
-    max_items: int | None = None
+    max_items: int | dict[str, Any] | None = None
     batch_size: int | None = None
     hyperparameters: dict[str, float] | None = None
     seed: int | None = None
+    stop: dict[str, Any] | None = None
+    level: float | None = None
 
 
-def config_of(request: SessionRequest) -> Any:
+def _field_of(message: str) -> str:
+    """The request field a core ValueError names (``field: ...``), e.g. ``stop.half_width``."""
+    head = message.split(":", 1)[0].strip()
+    root = head.split(".", 1)[0]
+    if root in CONFIG_FIELDS + ("method", "n0"):
+        return head
+    return next((f for f in sorted(CONFIG_FIELDS, key=len, reverse=True) if f in message), "config")
+
+
+def config_of(request: SessionRequest, n_items: int) -> Any:
+    """The checked ``SessionConfig``: ``max_items`` resolved against the benchmark's ``n_items``,
+    ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a rule is given."""
     if request.method not in METHODS:
         raise InvalidInput(f"unknown method {request.method!r}; valid methods: {', '.join(METHODS)}",
                            [{"field": "method", "detail": f"must be one of {', '.join(METHODS)}"}])
     given = {name: getattr(request, name) for name in CONFIG_FIELDS if getattr(request, name) is not None}
     try:
+        if "stop" in given:
+            clash = [f for f in PAPER_RULE_FIELDS if f in given]
+            if clash:
+                raise ValueError(f"{clash[0]}: belongs to the paper's rule; it cannot be combined with stop")
+            stop = {k: v for k, v in dict(given["stop"]).items() if v is not None}
+            rule = StopRule.from_dict(stop)
+            if "level" in given and "level" in stop and float(given["level"]) != rule.level:
+                raise ValueError(f"level: {given['level']!r} differs from stop.level {rule.level!r}")
+            if "level" in given and "level" not in stop:
+                rule = StopRule.from_dict({**stop, "level": given["level"]})
+            given["stop"], given["level"] = rule.as_dict(), rule.level
+        if "max_items" in given:
+            requested = given["max_items"]
+            given["max_items"] = resolve_max_items(requested, n_items)
+            if isinstance(requested, dict):
+                given["max_items_fraction"] = float(requested["fraction"])
         config = SessionConfig(method=request.method, **given)
         config.validate()
     except (ValueError, TypeError) as exc:
         message = str(exc)
-        head = message.split(":", 1)[0].strip()
-        field = head if head in CONFIG_FIELDS + ("method", "n0") else next(
-            (f for f in sorted(CONFIG_FIELDS, key=len, reverse=True) if f in message), None)
         raise InvalidInput(f"invalid session configuration: {message}",
-                           [{"field": field or "config", "detail": message}]) from None
+                           [{"field": _field_of(message), "detail": message}]) from None
     return config
+
+
+def score_range(benchmark: Benchmark) -> tuple[float, float]:
+    """The benchmark's declared score range (infinite where unbounded): every ci is clipped to it."""
+    scale = scale_of(benchmark)
+    if scale.kind == "binary":
+        return 0.0, 1.0
+    lo = -math.inf if scale.minimum is None else float(scale.minimum)
+    hi = math.inf if scale.maximum is None else float(scale.maximum)
+    return lo, hi
+
+
+def check_stop_fits(config: Any, benchmark: Benchmark, multi_target: bool) -> None:
+    """``stop.anytime_valid`` needs a bounded score range and a single target (422 otherwise)."""
+    rule = config.stop_rule
+    if rule is None or not rule.anytime_valid:
+        return
+    if multi_target:
+        raise InvalidInput("stop.anytime_valid is for single-target sessions",
+                           [{"field": "stop.anytime_valid", "detail": "not supported with targets"}])
+    lo, hi = score_range(benchmark)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InvalidInput(f"stop.anytime_valid needs a bounded score range; benchmark {benchmark.name!r} "
+                           f"has [{lo}, {hi}]",
+                           [{"field": "stop.anytime_valid", "detail": "the benchmark's scores are unbounded"}])
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import get_benchmark
+from app.core.sequential.stopping import DEFAULT_LEVEL
 from app.db.models import Benchmark, EvalSession, SessionObservation
 from app.kit.errors import InvalidInput
 from app.kit.pagination import Page, keyset_page
@@ -34,6 +35,7 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
         "id": row.id, "benchmark": benchmark_name, "target": row.target, "status": row.status,
         "stop_reason": row.stop_reason, "next_items": list(row.next_items or []), "n_observed": row.n_observed,
         "estimate": row.estimate, "variance": row.variance, "ci": [row.ci_lo, row.ci_hi],
+        "level": float((row.config or {}).get("level") or DEFAULT_LEVEL),
         "method": row.method, "config": row.config, "hyperparameters": row.hyperparameters,
         "reference_models": row.reference_models,
         "created_at": row.created_at, "updated_at": row.updated_at,

@@ -7,6 +7,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from .stopping import DEFAULT_LEVEL, StopRule, check_level
+
 METHODS = ("bayesame", "bayesame_rs", "rs_mean")
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 
@@ -33,6 +35,9 @@ class SessionConfig:
     hyperparameters: dict[str, float] | None = None  # {"alpha", "beta", "sigma2"} (any subset)
     seed: int = 0
     n0: int = 10
+    stop: dict[str, Any] | None = None  # StopRule.as_dict(); None = the method's own rule (BayesAME's)
+    level: float = DEFAULT_LEVEL  # the level of the session's ci (= stop.level when stop is given)
+    max_items_fraction: float | None = None  # as requested; max_items holds the resolved count
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -53,6 +58,11 @@ class SessionConfig:
             raise ValueError(f"seed: must be an integer >= 0, got {self.seed!r}")
         if not _is_int(self.n0) or self.n0 < 0:
             raise ValueError(f"n0: must be an integer >= 0, got {self.n0!r}")
+        check_level(self.level)
+        if self.stop is not None:
+            rule = StopRule.from_dict(self.stop)
+            if "level" in self.stop and rule.level != float(self.level):
+                raise ValueError(f"stop.level: {rule.level!r} differs from level {self.level!r}")
         hp = self.hyperparameters
         if hp is not None:
             if not isinstance(hp, dict):
@@ -62,6 +72,10 @@ class SessionConfig:
                     raise ValueError(f"hyperparameters: unknown key {k!r} (allowed: {HYPERPARAMETER_KEYS})")
                 if not _is_real(v) or float(v) <= 0:
                     raise ValueError(f"hyperparameters: {k} must be a finite number > 0, got {v!r}")
+
+    @property
+    def stop_rule(self) -> StopRule | None:
+        return None if self.stop is None else StopRule.from_dict(self.stop)
 
     @property
     def effective_window(self) -> int:

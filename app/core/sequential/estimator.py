@@ -389,7 +389,9 @@ class SequentialEstimator:
     def _check_stop(self) -> None:
         cfg = self.config
         n = self.n_observed
-        if n % cfg.batch_size == 0:  # end of an iteration (a batch of |A| observations)
+        # End of an iteration (a batch of |A| observations): the paper's rule, unless a ``stop`` rule
+        # replaces it (applied by app.core.sequential.stopping.PrecisionSession).
+        if cfg.stop is None and n % cfg.batch_size == 0:
             self._iter_estimates.append(self.estimate)
             W = self.effective_window
             if len(self._iter_estimates) >= W:

@@ -37,6 +37,7 @@ from .config import SessionConfig
 from .estimator import Z975, checked_score, information_gain_scores, lower_solves
 from .numeric import AdamW, torch_randn
 from .prior import BucketPrior
+from .stopping import clip_interval, normal_interval
 
 SIGMA2_BINARY = 0.1  # App. C.1 (multi-target): sigma^2 init for binary scores
 SIGMA2_CONTINUOUS = 0.01  # ... and for continuous scores
@@ -177,6 +178,7 @@ class MultiTargetEstimator:
         self.kinds = kernel_kinds(Lat)
         N, B = prior.n_items, prior.n_buckets
         self.n_items = N
+        self.score_range: tuple[float, float] = (-math.inf, math.inf)  # the ci is clipped to it
         self.unique_regime = B >= N - config.n0
         self.selection = ("information_gain" if (config.method == "bayesame" and self.unique_regime)
                           else "random")
@@ -227,8 +229,15 @@ class MultiTargetEstimator:
 
     @property
     def cis(self) -> list[tuple[float, float]]:
-        half = Z975 * np.sqrt(np.maximum(self.variances, 0.0))
-        return [(float(e - h), float(e + h)) for e, h in zip(self.estimates, half)]
+        """Per target: the ``config.level`` interval, inside ``score_range`` (set by the caller)."""
+        level = float(self.config.level)
+        return [clip_interval(*normal_interval(float(e), float(v), level), self.score_range)
+                for e, v in zip(self.estimates, self.variances)]
+
+    def reported_estimate(self, t: int) -> float:
+        """Target ``t``'s estimate projected onto ``score_range`` (never further from the truth)."""
+        a, b = self.score_range
+        return float(min(max(float(self.estimates[t]), a), b))
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
@@ -466,7 +475,7 @@ class MultiTargetEstimator:
             self._refit()
         self._set_estimates()
         lo, hi = self.cis[t]
-        self.trajectory.append({"target": t, "n": int(self.n_observed[t]), "estimate": float(self.estimates[t]),
+        self.trajectory.append({"target": t, "n": int(self.n_observed[t]), "estimate": self.reported_estimate(t),
                                 "variance": float(self.variances[t]), "ci": [lo, hi]})
         self._check_stop(t)
 
@@ -527,7 +536,13 @@ class MultiTargetEstimator:
         cfg = self.config
         n = int(self.n_observed[t])
         self._iter_estimates[t].append(float(self.estimates[t]))
-        if not self.in_init_phase(t):  # the initial 10% is always evaluated
+        rule = cfg.stop_rule
+        if rule is not None:  # precision stopping (API.md) replaces the paper's rule
+            lo, hi = self.cis[t]
+            if rule.half_width > 0 and n >= rule.min_items and (hi - lo) / 2.0 <= rule.half_width:
+                self.stopped[t], self.stop_reasons[t] = True, "precision"
+                return
+        elif not self.in_init_phase(t):  # the initial 10% is always evaluated
             W = cfg.window
             hist = self._iter_estimates[t]
             if len(hist) >= W:
