@@ -21,16 +21,17 @@ from app.health import routes as health
 from app.hidden_states import routes as hidden_states
 from app.imports import routes as imports
 from app.jobs import routes as jobs
-from app.kit.db import make_engine, make_session_factory
+from app.kit.db import engine_for, make_session_factory
 from app.kit.jobs import Dispatcher
 from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
 from app.kit.problems import install_problem_handlers
+from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
 from app.models import routes as models
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
 from app.ui.mount import install_ui
-from workers.dispatch import make_dispatcher
+from workers.dispatch import InProcessDispatcher, make_dispatcher
 
 DESCRIPTION = """Evaluation planning for LLM teams: pick small coresets of benchmark items,
 run sequential evaluation sessions, and predict full-suite scores with intervals.
@@ -56,14 +57,25 @@ def create_app(
     logging.basicConfig(level=settings.log_level.upper())
     engine = None
     if session_factory is None:
-        engine = make_engine(settings.database_url)
+        engine = engine_for(settings)
         session_factory = make_session_factory(engine)
     if dispatcher is None:
         dispatcher = make_dispatcher(settings, session_factory)
 
+    # Housekeeping (heartbeat, job reaper, pruning: app.kit.reaper) runs in servers built from
+    # settings; tests that hand in a session factory opt in with settings.housekeeping=True.
+    run_housekeeping = settings.housekeeping if settings.housekeeping is not None else engine is not None
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        housekeeper = None
+        if run_housekeeping:
+            in_process = isinstance(dispatcher, InProcessDispatcher)
+            housekeeper = Housekeeper(settings, session_factory, dispatcher.submit,
+                                      kind="inprocess" if in_process else None, queues=["cpu", "gpu"]).start()
         yield
+        if housekeeper is not None:
+            housekeeper.stop()
         shutdown = getattr(dispatcher, "shutdown", None)
         if shutdown is not None:
             shutdown()

@@ -205,4 +205,5 @@ def test_health(client) -> None:
     r = client.get("/health")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
     ready = client.get("/health/ready")
-    assert ready.status_code == 200 and ready.json() == {"status": "ok", "database": "ok"}
+    assert ready.status_code == 200 and ready.json() == {"status": "ok", "database": "ok", "broker": "not used",
+                                                         "workers": "not used"}

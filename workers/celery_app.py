@@ -6,12 +6,22 @@ Start a worker with ``evalplan worker --queues cpu,gpu`` (or
 
 from __future__ import annotations
 
-from celery import Celery
+from typing import Any
+
+from celery import Celery, signals
 from kombu import Queue
 
 from app.kit.settings import Settings, get_settings
 
 QUEUES = ("cpu", "gpu")
+
+
+def visibility_timeout_s(settings: Settings) -> float:
+    """Redis redelivers an unacked message after this long. It matches the reaper's bound (twice
+    ``job_lease_s + reaper_interval_s``): a message of a killed worker comes back about when the
+    reaper would requeue the job anyway, and a copy delivered while a live worker still runs the
+    job is dropped by ``run_job`` (the job's heartbeat is fresh), so a short timeout is safe."""
+    return max(60.0, 2 * (settings.job_lease_s + settings.reaper_interval_s))
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -25,10 +35,34 @@ def make_celery(settings: Settings) -> Celery:
         task_default_queue="cpu",
         task_ignore_result=True,  # results live in the jobs table
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"visibility_timeout": 3600},
+        broker_transport_options={"visibility_timeout": visibility_timeout_s(settings)},
         worker_hijack_root_logger=False,
     )
     return app
 
 
 celery_app = make_celery(get_settings())
+
+_housekeeper: Any = None
+
+
+@signals.worker_ready.connect
+def _start_housekeeping(sender: Any = None, **_: Any) -> None:
+    """In the worker's main process: its heartbeat row, the job reaper and pruning (``app.kit.reaper``)."""
+    global _housekeeper
+    from app.kit.reaper import Housekeeper
+    from workers.tasks import worker_session_factory
+
+    settings = get_settings()
+    queues = sorted({q.name for q in sender.task_consumer.queues}) if sender is not None else list(QUEUES)
+
+    def resubmit(job_id: str, queue: str) -> None:
+        celery_app.send_task("evalplan.run_job", args=[job_id], queue=queue)
+
+    _housekeeper = Housekeeper(settings, worker_session_factory(), resubmit, kind="celery", queues=queues).start()
+
+
+@signals.worker_shutdown.connect
+def _stop_housekeeping(**_: Any) -> None:
+    if _housekeeper is not None:
+        _housekeeper.stop()

@@ -16,14 +16,17 @@ log = logging.getLogger(__name__)
 class InProcessDispatcher:
     """Embedded mode: run jobs with the same task function in a thread pool."""
 
-    def __init__(self, session_factory: sessionmaker[Session], threads: int) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], threads: int, *, heartbeat_s: float = 5.0,
+                 lease_s: float = 30.0) -> None:
         self.session_factory = session_factory
+        self.heartbeat_s, self.lease_s = heartbeat_s, lease_s
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="evalplan-job")
         self.futures: list[Future[str]] = []
 
     def submit(self, job_id: str, queue: str) -> None:
         self.futures = [f for f in self.futures if not f.done()]
-        self.futures.append(self.executor.submit(run_job, self.session_factory, job_id))
+        self.futures.append(self.executor.submit(run_job, self.session_factory, job_id,
+                                                 heartbeat_s=self.heartbeat_s, lease_s=self.lease_s))
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=True)
@@ -48,4 +51,5 @@ def make_dispatcher(settings: Settings,
                     session_factory: sessionmaker[Session]) -> InProcessDispatcher | CeleryDispatcher:
     if settings.uses_celery:
         return CeleryDispatcher(settings)
-    return InProcessDispatcher(session_factory, settings.inprocess_job_threads)
+    return InProcessDispatcher(session_factory, settings.inprocess_job_threads, heartbeat_s=settings.job_heartbeat_s,
+                               lease_s=settings.job_lease_s)

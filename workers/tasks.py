@@ -9,7 +9,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 import app.jobs.handlers  # noqa: F401  (registers every job handler)
-from app.kit.db import make_engine, make_session_factory
+from app.kit.db import engine_for, make_session_factory
 from app.kit.jobs import run_job
 from app.kit.settings import get_settings
 from workers.celery_app import celery_app
@@ -17,11 +17,13 @@ from workers.celery_app import celery_app
 
 @lru_cache(maxsize=1)
 def worker_session_factory() -> sessionmaker[Session]:
-    return make_session_factory(make_engine(get_settings().database_url))
+    return make_session_factory(engine_for(get_settings()))
 
 
 @celery_app.task(name="evalplan.run_job", bind=True, acks_late=True, reject_on_worker_lost=True,
                  autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
 def run_job_task(self: Any, job_id: str) -> str:
     """Run one job; a database outage is retried with backoff, a lost worker is redelivered."""
-    return run_job(worker_session_factory(), job_id)
+    settings = get_settings()
+    return run_job(worker_session_factory(), job_id, heartbeat_s=settings.job_heartbeat_s,
+                   lease_s=settings.job_lease_s)

@@ -34,7 +34,8 @@ def _run_suite(ctx: JobContext, p: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             out = run_suite_backtest(mats, names, {m: p["predictors"][m]}, budgets=p["budgets"],
                                      n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"],
-                                     level=p["level"], method_params=p.get("params") or {})
+                                     level=p["level"], method_params=p.get("params") or {},
+                                     checkpoint=ctx.check_cancelled)
         except ValueError as exc:  # the data changed since the request, or a scale the core rejects
             raise InvalidInput(f"suite, method {m!r}: {exc}", [{"method": m, "detail": str(exc)}]) from None
         for r in out:
@@ -62,7 +63,7 @@ def run_backtest_job(ctx: JobContext) -> dict[str, Any]:
             try:
                 out = run_backtest(matrix.values, [m], predictors={m: p["predictors"][m]}, budgets=p["budgets"],
                                    n_reference=p["n_reference"], split=p["split"], seeds=p["seeds"], level=p["level"],
-                                   method_params=p.get("params") or {})
+                                   method_params=p.get("params") or {}, checkpoint=ctx.check_cancelled)
             except ValueError as exc:  # the data changed since the request, or a scale the core rejects
                 raise InvalidInput(f"benchmark {entry['name']!r}, method {m!r}: {exc}",
                                    [{"benchmark": entry["name"], "method": m, "detail": str(exc)}]) from None

@@ -11,7 +11,9 @@ from sqlalchemy.orm import Session
 from app.core.score_scale import ScoreScale
 from app.db.models import Benchmark, BenchmarkModel, Item
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.ids import looks_like_id
 from app.kit.pagination import Page, keyset_page
+from app.kit.upsert import insert_ignoring_conflicts
 from app.kit.validation import check_new_name
 
 
@@ -89,6 +91,30 @@ def create_benchmark(
         raise Conflict(f"a benchmark named {name!r} already exists",
                        [{"field": "name", "detail": "benchmark names are unique"}]) from None
     return benchmark
+
+
+def get_or_create_benchmark(session: Session, *, name: str, description: str | None, score_kind: str,
+                            score_min: float | None, score_max: float | None,
+                            default_metric: str) -> tuple[Benchmark, bool]:
+    """The benchmark named ``name``, locked (FOR UPDATE), created first when missing; ``(benchmark, created)``.
+
+    Safe under concurrent first use (two imports of one new task): ``INSERT ... ON CONFLICT DO
+    NOTHING`` then a re-read, so the loser uses the winner's row instead of failing.
+    """
+    stmt = select(Benchmark).where(Benchmark.name == name).with_for_update()
+    benchmark = session.scalars(stmt).first()
+    if benchmark is not None:
+        return benchmark, False
+    minimum, maximum = validate_scale(score_kind, score_min, score_max)
+    if looks_like_id(name):
+        check_new_name(session, Benchmark.name, name, "benchmark")  # raises the 422
+    session.flush()
+    created = insert_ignoring_conflicts(session, Benchmark, [{
+        "name": name, "description": description, "embedding_fields": [], "score_kind": score_kind,
+        "score_min": minimum, "score_max": maximum, "default_metric": default_metric, "data_version": 0,
+    }], ["name"])
+    benchmark = session.scalars(stmt.execution_options(populate_existing=True)).one()
+    return benchmark, benchmark.id in created
 
 
 def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:

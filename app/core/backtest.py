@@ -299,6 +299,7 @@ def run_backtest(
     method_params: Mapping[str, Mapping[str, Any]] | None = None,
     intervals: bool = True,
     interval_budgets: Sequence[float] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Backtest selectors x predictors; one row per (method, predictor, budget, seed).
 
@@ -313,6 +314,8 @@ def run_backtest(
         ten folds of the references; see :func:`_selection_aware_errors`).
     interval_budgets : only these budgets get the coverage column (None = all); it is the
         costly part (ten selections per row).
+    checkpoint : called before each selection and each prediction; it raises to stop the run
+        (cooperative cancellation of a job).
 
     Row keys: method, predictor, label, split, budget, k, seed, n_reference, n_test, rmse, mae,
     spearman, kendall, agreement, coverage, interval_width (mean width of the cross-fitted interval),
@@ -355,6 +358,8 @@ def run_backtest(
         for budget in budgets:
             k = max(1, int(round(float(budget) * N)))
             for m, plist in plan.items():
+                if checkpoint is not None:
+                    checkpoint()
                 t0 = time.perf_counter()
                 idx, weights, selector = _select(m, Y_ref, k, seed, method_params.get(m, {}))
                 t_sel = time.perf_counter() - t0
@@ -364,6 +369,8 @@ def run_backtest(
                 cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]] = {}
                 with_ci = intervals and (interval_budgets is None or float(budget) in interval_budgets)
                 for name in plist:
+                    if checkpoint is not None:
+                        checkpoint()
                     width = math.nan
                     t1 = time.perf_counter()
                     pred, cov, irt_items = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,

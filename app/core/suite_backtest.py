@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,9 +78,11 @@ def run_suite_backtest(
     # the options of app.core.backtest.run_backtest, with the same meaning
     n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.9,
     method_params: Mapping[str, Mapping[str, Any]] | None = None, intervals: bool = True,
+    checkpoint: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows for every (scope, method, predictor, budget, seed); ``plan`` maps a selector to its
-    predictor names (see the module docstring)."""
+    predictor names (see the module docstring). ``checkpoint`` is called before each selection and
+    prediction and raises to stop (cooperative cancellation)."""
     if len(mats) != len(names) or len(mats) < 2:
         raise ValueError("a suite needs at least two benchmarks, one name each")
     mats = [impute_item_mean(Y) for Y in mats]
@@ -105,6 +107,8 @@ def run_suite_backtest(
                 caches: list[dict[tuple[int, ...], tuple[np.ndarray, np.ndarray | None]]] = []
                 t_sel = 0.0
                 for b, Y in enumerate(mats):
+                    if checkpoint is not None:
+                        checkpoint()
                     t0 = time.perf_counter()
                     idx, weights, selector = _select(method, Y[ref], counts[b], seed, method_params.get(method, {}))
                     t_sel += time.perf_counter() - t0
@@ -114,6 +118,8 @@ def run_suite_backtest(
                     t1 = time.perf_counter()
                     centers, errors, per_rows = [], [], []
                     for b, Y in enumerate(mats):
+                        if checkpoint is not None:
+                            checkpoint()
                         idx, weights, selector = selected[b]
                         yr, yt = s_b[b, ref], s_b[b, test]
                         c = _estimate(name, Y[ref], idx, weights, selector, yr, Y[test][:, idx], seed)

@@ -112,7 +112,7 @@ class BenchmarkModel(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_kind_benchmark", "kind", "benchmark_id"),)
+    __table_args__ = (Index("ix_jobs_kind_benchmark", "kind", "benchmark_id"), Index("ix_jobs_status", "status"))
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("job"))
     kind: Mapped[str] = mapped_column(String(60), nullable=False)
@@ -132,6 +132,22 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+    #: the process running it (``host:pid``) and its last heartbeat; the reaper requeues a
+    #: ``running`` job whose heartbeat is older than the lease (``app.kit.reaper``)
+    worker_id: Mapped[str | None] = mapped_column(String(200))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Worker(Base):
+    """A job-running process (Celery worker main process or an API's in-process pool) and its heartbeat."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)  # host:pid
+    kind: Mapped[str] = mapped_column(String(20), nullable=False)  # celery | inprocess
+    queues: Mapped[list[str]] = mapped_column(JSON, default=list, nullable=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
 
 class JobInput(Base):
@@ -148,18 +164,27 @@ class JobInput(Base):
 
 
 class IdempotencyRecord(Base):
-    """The stored response of a POST sent with an ``Idempotency-Key`` header."""
+    """The stored response of a POST sent with an ``Idempotency-Key`` header.
+
+    Keyed by (scope, key, method, sha256 of the path): ``scope`` is the caller's team, so two
+    teams' keys never meet; the path is hashed so a long path fits the key. A record with no
+    ``status_code`` is in progress until ``lease_expires_at``; after it a retry takes it over.
+    """
 
     __tablename__ = "idempotency_keys"
 
+    scope: Mapped[str] = mapped_column(String(100), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     method: Mapped[str] = mapped_column(String(10), primary_key=True)
-    path: Mapped[str] = mapped_column(String(500), primary_key=True)
+    path_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, nullable=False)
     request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     status_code: Mapped[int | None] = mapped_column(Integer)
     content_type: Mapped[str | None] = mapped_column(String(200))
+    response_headers: Mapped[list[list[str]] | None] = mapped_column(JSON)
     response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Embedding(Base):

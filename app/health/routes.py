@@ -1,22 +1,40 @@
-"""Liveness (``/health``) and readiness (``/health/ready``: the database answers)."""
+"""Liveness (``/health``: the process answers) and readiness (``/health/ready``: what it depends on answers).
+
+Both run on the event loop and never wait on the request thread pool, so they answer while every
+pool thread is stuck on a dead database. Each readiness probe runs in its own thread under a
+deadline; anything down gives 503 problem+json naming it (never 500).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from sqlalchemy import text
+from typing import Any
 
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from app.health.probes import readiness
 from app.health.schemas import Health, Readiness
-from app.kit.deps import DbSession
+from app.kit.problems import RETRY_AFTER_S, problem_response
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/health", response_model=Health)
-def health() -> Health:
+async def health() -> Health:
     return Health(status="ok")
 
 
-@router.get("/health/ready", response_model=Readiness)
-def ready(session: DbSession) -> Readiness:
-    session.execute(text("SELECT 1"))
-    return Readiness(status="ok", database="ok")
+@router.get("/health/ready", response_model=Readiness,
+            responses={503: {"description": "A dependency is down (named in `errors`)",
+                             "content": {"application/problem+json": {}}}})
+async def ready(request: Request) -> Any:
+    checks = await readiness(request.app.state.settings, request.app.state.session_factory)
+    down = [{"dependency": name, "detail": state} for name, state in checks.items()
+            if state not in ("ok", "not used")]
+    if down:
+        names = ", ".join(d["dependency"] for d in down)
+        response: JSONResponse = problem_response(
+            503, "Service unavailable", f"not ready: {names} down", instance=request.url.path,
+            slug="not-ready", errors=down, headers={"Retry-After": RETRY_AFTER_S})
+        return response
+    return Readiness(status="ok", **checks)

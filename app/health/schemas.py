@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Health(BaseModel):
@@ -11,4 +11,6 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     status: str
-    database: str
+    database: str = Field(description='"ok"')
+    broker: str = Field(description='"ok", or "not used" in embedded mode (jobs in-process)')
+    workers: str = Field(description='"ok" (a worker heartbeat is fresh), or "not used" in embedded mode')

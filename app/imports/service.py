@@ -6,13 +6,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.items import ItemRecord, ensure_items, upsert_items
 from app.benchmarks.score_matrix import write_scores
 from app.benchmarks.scores import check_metric
-from app.benchmarks.service import create_benchmark, scale_of
+from app.benchmarks.service import get_or_create_benchmark, scale_of
 from app.db.models import Benchmark, Job
 from app.integrations.lm_eval import LmEvalTaskLog, parse_samples
 from app.kit.errors import ErrorCollector, InvalidInput
@@ -42,9 +41,6 @@ def parse_logs(files: Iterable[tuple[str, Iterable[bytes]]], metric: str | None,
 
 
 def _benchmark_for(session: Session, log: LmEvalTaskLog) -> tuple[Benchmark, bool]:
-    benchmark = session.scalars(select(Benchmark).where(Benchmark.name == log.task).with_for_update()).first()
-    if benchmark is not None:
-        return benchmark, False
     scores = [item.score for item in log.items]
     if log.all_binary:
         kind, lo, hi = "binary", 0.0, 1.0
@@ -52,11 +48,10 @@ def _benchmark_for(session: Session, log: LmEvalTaskLog) -> tuple[Benchmark, boo
         kind, lo, hi = "continuous", 0.0, 1.0
     else:
         kind, lo, hi = "continuous", None, None
-    benchmark = create_benchmark(
+    return get_or_create_benchmark(
         session, name=log.task, description=f"Imported from lm-evaluation-harness log {log.filename}",
         score_kind=kind, score_min=lo, score_max=hi, default_metric=log.metric,
     )
-    return benchmark, True
 
 
 def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],

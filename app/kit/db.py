@@ -7,6 +7,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.kit.settings import Settings
+
 
 def normalize_url(url: str) -> str:
     """Use the psycopg 3 driver for plain ``postgresql://`` URLs."""
@@ -15,11 +17,17 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine; SQLite gets foreign keys, WAL and a busy timeout."""
+def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s: float = 60.0) -> Engine:
+    """Create an engine that cannot hang its caller.
+
+    PostgreSQL: ``connect_timeout``, a server-side ``statement_timeout``, TCP keepalives and
+    ``tcp_user_timeout`` (a server that stops answering mid-query), ``pool_pre_ping`` and a pool
+    checkout wait of ``connect_timeout_s``. SQLite: foreign keys, WAL and a busy timeout.
+    """
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        busy = statement_timeout_s if statement_timeout_s > 0 else 30.0
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy})
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -34,10 +42,39 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN")
+            # A write transaction takes the write lock up front (BEGIN IMMEDIATE): a deferred one
+            # that read first fails at once ("database is locked", SQLITE_BUSY_SNAPSHOT) when
+            # another writer committed meanwhile, instead of waiting out the busy timeout.
+            immediate = conn.get_execution_options().get(WRITE_OPTION)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    connect_args: dict[str, Any] = {
+        "connect_timeout": max(1, round(connect_timeout_s)),
+        "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 3, "keepalives_count": 3,
+        "tcp_user_timeout": int(1000 * max(connect_timeout_s, statement_timeout_s + 5)),
+    }
+    if statement_timeout_s > 0:
+        connect_args["options"] = f"-c statement_timeout={int(statement_timeout_s * 1000)}"
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10, pool_timeout=connect_timeout_s,
+                         connect_args=connect_args)
+
+
+def engine_for(settings: Settings) -> Engine:
+    """The engine of ``settings`` (URL and timeouts)."""
+    return make_engine(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s,
+                       statement_timeout_s=settings.db_statement_timeout_s)
+
+
+WRITE_OPTION = "evalplan_write"
+
+
+def begin_write(session: Session) -> Session:
+    """Start ``session``'s transaction as a write transaction (SQLite: BEGIN IMMEDIATE; else a no-op
+    marker). Call it first, before any statement, in sessions that read and then write."""
+    if not session.in_transaction():
+        session.connection(execution_options={WRITE_OPTION: True})
+    return session
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

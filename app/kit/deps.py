@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, utcnow
+from app.kit.db import begin_write
 from app.kit.errors import InvalidInput, ServiceUnavailable
 from app.kit.jobs import Dispatcher
 from app.kit.pagination import PageParams
@@ -28,6 +29,8 @@ from app.kit.settings import Settings
 
 def get_db(request: Request) -> Iterator[Session]:
     with request.app.state.session_factory() as session:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            begin_write(session)
         yield session
 
 

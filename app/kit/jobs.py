@@ -2,17 +2,26 @@
 
 A job handler is a plain function ``handler(ctx) -> result`` registered under a kind.
 It reads its inputs from ``ctx.payload`` (and ``ctx.inputs()`` for uploaded files),
-reports progress through ``ctx.progress(fraction)`` and returns a JSON-able result.
+reports progress through ``ctx.progress(fraction)``, calls ``ctx.check_cancelled()`` inside its
+long loops (no database round trip: a flag the heartbeat sets) and returns a JSON-able result.
+
+While a job runs, a heartbeat thread stamps ``jobs.heartbeat_at`` every ``job_heartbeat_s`` and
+notices a cancel; a job whose heartbeat is older than ``job_lease_s`` belongs to a lost worker
+and is requeued or failed by ``app.kit.reaper``. At most ``MAX_ATTEMPTS`` runs per job.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobInput, utcnow
@@ -29,18 +38,47 @@ class JobCancelled(Exception):
     """Raised inside a handler when the job was cancelled while it ran."""
 
 
+def this_worker() -> str:
+    """``host:pid`` of the calling process (a Celery pool child has its own pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def worker_is_gone(worker_id: str | None) -> bool:
+    """True when ``worker_id`` names a process of this host that no longer exists."""
+    if not worker_id:
+        return True
+    host, _, pid = worker_id.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another host: only its heartbeat can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 @dataclass
 class JobContext:
     job_id: str
     kind: str
     payload: dict[str, Any]
     session_factory: sessionmaker[Session]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def check_cancelled(self) -> None:
+        """Raise JobCancelled once the job was cancelled (cheap: the heartbeat polls the database)."""
+        if self.cancelled.is_set():
+            raise JobCancelled(self.job_id)
 
     def progress(self, fraction: float) -> None:
         """Record progress in its own short transaction; raises JobCancelled if cancelled."""
+        self.check_cancelled()
         with self.session_factory() as session:
             job = session.get(Job, self.job_id, with_for_update=True)
             if job is None or job.status == "cancelled":
+                self.cancelled.set()
                 raise JobCancelled(self.job_id)
             job.progress = max(0.0, min(1.0, float(fraction)))
             session.commit()
@@ -94,8 +132,52 @@ def create_job(
     return job
 
 
-def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
-    """Execute one job to a final status; returns that status. Safe to call again after a crash."""
+def _aware(moment: datetime | None) -> datetime | None:
+    from datetime import UTC
+
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def owned_by_live_worker(job: Job, lease_s: float, me: str) -> bool:
+    """A ``running`` job another live process is running (fresh heartbeat, process not known dead)."""
+    if job.status != "running" or job.worker_id == me or worker_is_gone(job.worker_id):
+        return False
+    beat = _aware(job.heartbeat_at or job.started_at)
+    return beat is not None and beat >= utcnow() - timedelta(seconds=lease_s)
+
+
+class _Heartbeat(threading.Thread):
+    """Stamps the running job's ``heartbeat_at`` every ``interval_s``; sets ``ctx.cancelled`` on a cancel."""
+
+    def __init__(self, ctx: JobContext, worker_id: str, interval_s: float) -> None:
+        super().__init__(name=f"heartbeat-{ctx.job_id}", daemon=True)
+        self.ctx, self.worker_id, self.interval_s = ctx, worker_id, interval_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval_s):
+            try:
+                with self.ctx.session_factory() as session:
+                    status = session.execute(
+                        update(Job).where(Job.id == self.ctx.job_id, Job.worker_id == self.worker_id)
+                        .values(heartbeat_at=utcnow()).returning(Job.status)
+                    ).scalar_one_or_none()
+                    session.commit()
+                if status is None or status == "cancelled":
+                    self.ctx.cancelled.set()  # cancelled, deleted, or reaped and handed to another worker
+            except Exception:  # noqa: BLE001 - a database blip must not kill the job; the lease covers it
+                log.warning("heartbeat of job %s failed", self.ctx.job_id, exc_info=True)
+
+
+def run_job(session_factory: sessionmaker[Session], job_id: str, *, heartbeat_s: float = 5.0,
+            lease_s: float = 30.0) -> str:
+    """Execute one job to a final status; returns that status. Safe to call again after a crash.
+
+    A second delivery of a job that a live worker is running returns ``"running"`` without
+    running it (Celery redelivers unacked messages; the reaper, not the broker, decides that a
+    worker is lost).
+    """
+    me = this_worker()
     with session_factory() as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None:
@@ -103,17 +185,24 @@ def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
             return "missing"
         if job.status in FINAL_STATUSES:
             return job.status
+        if owned_by_live_worker(job, lease_s, me):
+            log.info("job %s is running on %s; this delivery is dropped", job_id, job.worker_id)
+            return "running"
         if job.attempts >= MAX_ATTEMPTS:
-            finish_job(job, "failed", error={"title": "Job failed",
+            finish_job(job, "failed", error={"status": 500, "title": "Job failed",
                                              "detail": f"gave up after {job.attempts} attempts (worker lost)"})
             session.commit()
             return "failed"
-        job.status, job.attempts, job.started_at = "running", job.attempts + 1, utcnow()
+        now = utcnow()
+        job.status, job.attempts, job.started_at = "running", job.attempts + 1, now
+        job.worker_id, job.heartbeat_at = me, now
         ctx = JobContext(job.id, job.kind, dict(job.payload or {}), session_factory)
         session.commit()
 
     handler = HANDLERS.get(ctx.kind, (None, ""))[0]
     status, result, error = "succeeded", None, None
+    heartbeat = _Heartbeat(ctx, me, heartbeat_s)
+    heartbeat.start()
     try:
         if handler is None:
             raise InvalidInput(f"unknown job kind {ctx.kind!r}")
@@ -125,13 +214,18 @@ def run_job(session_factory: sessionmaker[Session], job_id: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a job must always reach a final status
         log.exception("job %s (%s) crashed", ctx.job_id, ctx.kind)
         status, error = "failed", {"status": 500, "title": "Job crashed", "detail": f"{type(exc).__name__}: {exc}"}
+    finally:
+        heartbeat.stopped.set()
 
     with session_factory() as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None:
             return "missing"
-        if job.status == "cancelled":
-            status, result, error = "cancelled", None, None
+        if job.status in FINAL_STATUSES:
+            return job.status  # cancelled (or finished by the reaper) meanwhile: keep it
+        if job.worker_id != me:
+            log.warning("job %s was handed to %s while this worker ran it; result dropped", job_id, job.worker_id)
+            return job.status
         finish_job(job, status, result=result, error=error)
         session.commit()
     return status

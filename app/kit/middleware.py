@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import tempfile
+from collections.abc import Callable
+from datetime import UTC, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.db.models import IdempotencyRecord
+from app.db.models import IdempotencyRecord, utcnow
+from app.kit.caller import LOCAL_TEAM
+from app.kit.db import begin_write
 from app.kit.errors import PayloadTooLarge
-from app.kit.problems import PROBLEM_MEDIA_TYPE, problem_body
+from app.kit.problems import PROBLEM_MEDIA_TYPE, RETRY_AFTER_S, database_unavailable, is_database_outage, problem_body
+
+log = logging.getLogger(__name__)
 
 SPOOL_IN_MEMORY = 8 * 1024 * 1024
 
@@ -126,15 +135,34 @@ class BodyLimitMiddleware:
             await send_413(exc)
 
 
-class IdempotencyMiddleware:
-    """Same key + same body: replay the stored response. Same key + another body: 422.
+#: response headers never stored for a replay (per-response or recomputed)
+_NOT_REPLAYED = {b"content-length", b"date", b"server", b"x-request-id", b"set-cookie", b"connection"}
 
-    The body is spooled to a temporary file while hashed, so large uploads are not
-    held in memory. Responses with status >= 500 are not stored, so a retry runs again.
+
+def local_scope(_scope: Scope) -> str:
+    """Idempotency keys' scope of a request: the caller's team. Today every caller is ``local``;
+    team authentication (issue 12) passes its own ``scope_of`` reading the token."""
+    return LOCAL_TEAM
+
+
+class IdempotencyMiddleware:
+    """``Idempotency-Key`` on POST: same key + same body replays the stored response (status,
+    headers such as ``Location``, body); same key + another body is 422.
+
+    * The final response is stored before its first byte is sent, so a retry sent as soon as
+      the answer arrives replays it (never 409).
+    * An unfinished record holds a lease (``idempotency_lease_s``): while it runs a retry gets
+      409 + ``Retry-After``; once the lease expires (the process died), a retry takes it over.
+    * Keys are scoped by ``scope_of(scope)`` (the caller's team) and by the method and path
+      (hashed, so any path length fits).
+    * Responses with status >= 500 are not stored, so a retry runs again.
+    * Every database call runs in a worker thread, never on the event loop.
+    * The body is spooled to a temporary file while hashed, so large uploads are not held in memory.
     """
 
-    def __init__(self, app: ASGIApp, session_factory_getter: Any) -> None:
-        self.app, self.get_session_factory = app, session_factory_getter
+    def __init__(self, app: ASGIApp, session_factory_getter: Any,
+                 scope_of: Callable[[Scope], str] = local_scope) -> None:
+        self.app, self.get_session_factory, self.scope_of = app, session_factory_getter, scope_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -154,44 +182,35 @@ class IdempotencyMiddleware:
             return
 
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                spool.close()
+        try:
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                spool.write(message.get("body", b""))
+                more = message.get("more_body", False)
+            request_hash = await run_in_threadpool(
+                request_fingerprint, headers.get(b"content-type", b""), scope.get("query_string", b""), spool)
+            settings = scope["app"].state.settings
+            store = _Store(self.get_session_factory(scope), self.scope_of(scope), key, path,
+                           float(settings.idempotency_lease_s))
+            try:
+                claim = await run_in_threadpool(store.claim, request_hash)
+            except Exception as exc:
+                if not is_database_outage(exc):
+                    raise
+                await _send_database_unavailable(send, path)
                 return
-            spool.write(message.get("body", b""))
-            more = message.get("more_body", False)
-        request_hash = request_fingerprint(headers.get(b"content-type", b""), scope.get("query_string", b""), spool)
-        factory = self.get_session_factory(scope)
-
-        with factory() as session:
-            record = session.get(IdempotencyRecord, (key, "POST", path))
-            if record is None:
-                session.add(IdempotencyRecord(key=key, method="POST", path=path, request_hash=request_hash))
-                try:
-                    session.commit()
-                except IntegrityError:
-                    session.rollback()
-                    record = session.get(IdempotencyRecord, (key, "POST", path))
-            if record is not None:
-                spool.close()
-                if record.request_hash != request_hash:
-                    status, body = _problem(422, "Idempotency key reused",
-                                            "this Idempotency-Key was already used with a different request body",
-                                            path, "idempotency-key-reused")
-                    await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE)
-                elif record.status_code is None:
-                    status, body = _problem(409, "Request in progress",
-                                            "a request with this Idempotency-Key is still being processed; retry later",
-                                            path, "idempotency-in-progress")
-                    await _send_bytes(send, status, body, PROBLEM_MEDIA_TYPE, [(b"retry-after", b"1")])
-                else:
-                    await _send_bytes(send, record.status_code, bytes(record.response_body or b""),
-                                      record.content_type or "application/json", [(b"idempotent-replayed", b"true")])
+            if claim is not None:
+                await _send_bytes(send, *claim)
                 return
+            spool.seek(0)
+            await self._run(scope, spool, send, store)
+        finally:
+            spool.close()
 
-        spool.seek(0)
+    async def _run(self, scope: Scope, spool: Any, send: Send, store: _Store) -> None:
         sent_body = False
 
         async def replay_receive() -> Message:
@@ -204,29 +223,124 @@ class IdempotencyMiddleware:
             sent_body = True
             return {"type": "http.request", "body": b"", "more_body": False}
 
-        captured: dict[str, Any] = {"status": 500, "content_type": "application/json", "body": bytearray()}
+        start: Message | None = None
+        body = bytearray()
+        complete = False
 
         async def capture_send(message: Message) -> None:
+            nonlocal start, complete
             if message["type"] == "http.response.start":
-                captured["status"] = message["status"]
-                for name, value in message.get("headers", []):
-                    if name.lower() == b"content-type":
-                        captured["content_type"] = value.decode("latin-1")
+                start = message
             elif message["type"] == "http.response.body":
-                captured["body"].extend(message.get("body", b""))
-            await send(message)
+                body.extend(message.get("body", b""))
+                complete = complete or not message.get("more_body", False)
 
         try:
             await self.app(scope, replay_receive, capture_send)
-        finally:
-            spool.close()
-            with factory() as session:
-                record = session.get(IdempotencyRecord, (key, "POST", path))
-                if record is not None:
-                    if captured["status"] >= 500:
-                        session.delete(record)
-                    else:
-                        record.status_code = captured["status"]
-                        record.content_type = captured["content_type"]
-                        record.response_body = bytes(captured["body"])
+        except BaseException:
+            await _forget(store)
+            raise
+        if start is None or not complete:
+            await _forget(store)
+            return
+        status = int(start["status"])
+        response_headers = [(bytes(n), bytes(v)) for n, v in start.get("headers", [])]
+        if status >= 500:
+            await _forget(store)
+        else:
+            try:
+                await run_in_threadpool(store.finish, status, response_headers, bytes(body))
+            except Exception:  # noqa: BLE001 - the answer still goes out; the lease lets a retry run again
+                log.warning("could not store the response of Idempotency-Key %r", store.key, exc_info=True)
+        await send({**start, "headers": response_headers})
+        await send({"type": "http.response.body", "body": bytes(body)})
+
+
+async def _forget(store: _Store) -> None:
+    try:
+        await run_in_threadpool(store.forget)
+    except Exception:  # noqa: BLE001 - the lease expires instead
+        log.warning("could not release Idempotency-Key %r", store.key, exc_info=True)
+
+
+async def _send_database_unavailable(send: Send, path: str) -> None:
+    response = database_unavailable(path)
+    await _send_bytes(send, response.status_code, bytes(response.body), PROBLEM_MEDIA_TYPE,
+                      [(b"retry-after", RETRY_AFTER_S.encode())])
+
+
+class _Store:
+    """The idempotency record of one (scope, key, POST, path); every method is blocking (run in a thread)."""
+
+    def __init__(self, factory: sessionmaker[Session], scope: str, key: str, path: str, lease_s: float) -> None:
+        self.factory, self.scope, self.key, self.path, self.lease_s = factory, scope, key, path, lease_s
+        self.ident = (scope, key, "POST", hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest())
+
+    def _get(self, session: Session) -> IdempotencyRecord | None:
+        return session.get(IdempotencyRecord, self.ident, with_for_update=True, populate_existing=True)
+
+    def claim(self, request_hash: str) -> tuple[int, bytes, str, list[tuple[bytes, bytes]]] | None:
+        """None: this request runs (the record is ours). Else the response to send instead."""
+        now = utcnow()
+        lease = now + timedelta(seconds=self.lease_s)
+        with self.factory() as session:
+            begin_write(session)
+            record = self._get(session)
+            if record is None:
+                scope, key, method, path_hash = self.ident
+                session.add(IdempotencyRecord(scope=scope, key=key, method=method, path_hash=path_hash,
+                                              path=self.path, request_hash=request_hash, lease_expires_at=lease))
+                try:
                     session.commit()
+                    return None
+                except IntegrityError:
+                    session.rollback()
+                    record = self._get(session)
+                    if record is None:  # pragma: no cover - deleted between the two statements
+                        return self._problem(409, "Request in progress", "retry", "idempotency-in-progress")
+            if record.request_hash != request_hash:
+                return self._problem(422, "Idempotency key reused",
+                                     "this Idempotency-Key was already used with a different request body",
+                                     "idempotency-key-reused")
+            if record.status_code is not None:
+                stored = [(str(n).encode("latin-1"), str(v).encode("latin-1"))
+                          for n, v in record.response_headers or [] if str(n).lower() != "content-type"]
+                return (record.status_code, bytes(record.response_body or b""),
+                        record.content_type or "application/json", stored + [(b"idempotent-replayed", b"true")])
+            expires = record.lease_expires_at
+            if expires is not None and expires.tzinfo is None:
+                expires = expires.replace(tzinfo=UTC)
+            if expires is None or expires > now:
+                return self._problem(409, "Request in progress",
+                                     "a request with this Idempotency-Key is still being processed; retry later",
+                                     "idempotency-in-progress", [(b"retry-after", b"1")])
+            record.lease_expires_at = lease  # the first run died: this retry takes the key over
+            session.commit()
+            return None
+
+    def _problem(self, status: int, title: str, detail: str, slug: str,
+                 extra: list[tuple[bytes, bytes]] | None = None) -> tuple[int, bytes, str, list[tuple[bytes, bytes]]]:
+        _, body = _problem(status, title, detail, self.path, slug)
+        return status, body, PROBLEM_MEDIA_TYPE, list(extra or [])
+
+    def finish(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        with self.factory() as session:
+            begin_write(session)
+            record = self._get(session)
+            if record is None:
+                return
+            content_type = next((v.decode("latin-1") for n, v in headers if n.lower() == b"content-type"),
+                                "application/json")
+            record.status_code, record.content_type, record.response_body = status, content_type, body
+            record.response_headers = [[n.decode("latin-1"), v.decode("latin-1")] for n, v in headers
+                                       if n.lower() not in _NOT_REPLAYED]
+            record.lease_expires_at = None
+            session.commit()
+
+    def forget(self) -> None:
+        with self.factory() as session:
+            begin_write(session)
+            record = self._get(session)
+            if record is not None and record.status_code is None:
+                session.delete(record)
+            session.commit()

@@ -9,6 +9,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.kit.errors import EvalplanError
@@ -53,6 +55,38 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+RETRY_AFTER_S = "2"
+
+
+def database_unavailable(path: str) -> JSONResponse:
+    """503 problem naming the database, with ``Retry-After``."""
+    return problem_response(503, "Service unavailable",
+                            "the database is unavailable or did not answer in time; retry later",
+                            instance=path, slug="database-unavailable",
+                            errors=[{"dependency": "database", "detail": "unavailable"}],
+                            headers={"Retry-After": RETRY_AFTER_S})
+
+
+def is_database_outage(exc: BaseException) -> bool:
+    """An error of the database's availability (not of the statement): connection, timeout, lock."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+async def _dbapi(request: Request, exc: Exception) -> JSONResponse:
+    if is_database_outage(exc):
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return database_unavailable(request.url.path)
+    log.exception("unhandled database error on %s %s", request.method, request.url.path)
+    return problem_response(500, "Internal Server Error",
+                            "an unexpected error occurred; it has been logged", instance=request.url.path)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(EvalplanError)
     async def _domain(request: Request, exc: EvalplanError) -> JSONResponse:
@@ -81,6 +115,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             detail = f"method {request.method} is not allowed on {request.url.path}"
         return problem_response(exc.status_code, phrase, detail, instance=request.url.path,
                                 headers=getattr(exc, "headers", None))
+
+    # An unreachable, stuck or locked database (connect/statement/pool timeouts, a dropped
+    # connection, SQLite's "database is locked") is the service's trouble, not the client's: 503.
+    app.add_exception_handler(PoolTimeout, _dbapi)
+    app.add_exception_handler(DBAPIError, _dbapi)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:

@@ -57,6 +57,37 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         default=1, ge=1, description="Celery worker processes per `evalplan worker`."
     )
+    db_connect_timeout_s: float = Field(
+        default=5.0, gt=0, description="Seconds to wait for a database connection (PostgreSQL connect_timeout, "
+        "the pool's checkout wait); past it a request answers 503.",
+    )
+    db_statement_timeout_s: float = Field(
+        default=60.0, ge=0, description="PostgreSQL statement_timeout of every API and worker connection "
+        "(0: none); SQLite: the busy timeout.",
+    )
+    job_heartbeat_s: float = Field(
+        default=5.0, gt=0, description="A running job's worker records a heartbeat (and sees a cancel) this often.",
+    )
+    job_lease_s: float = Field(
+        default=30.0, gt=0, description="A running job whose heartbeat is older than this is reaped: requeued "
+        "(or failed after the last attempt). With the reaper period this bounds how long a lost worker's job "
+        "stays `running`.",
+    )
+    housekeeping: bool | None = Field(
+        default=None, description="Run the heartbeat/reaper/pruning thread in the API process "
+        "(default: yes when the API opens its own database).",
+    )
+    reaper_interval_s: float = Field(default=10.0, gt=0, description="How often each process runs the job reaper.")
+    idempotency_lease_s: float = Field(
+        default=300.0, gt=0, description="An Idempotency-Key whose request has not finished after this long "
+        "(its process died) may be taken over by a retry.",
+    )
+    idempotency_retention_s: float = Field(
+        default=24 * 3600.0, gt=0, description="Stored Idempotency-Key responses are pruned after this long.",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed by CORS (JSON list; empty: CORS off).",
+    )
     page_size_default: int = Field(default=100, ge=1)
     page_size_max: int = Field(default=1000, ge=1)
     log_level: str = Field(default="INFO")

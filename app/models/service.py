@@ -8,18 +8,20 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Model
-from app.kit.errors import InvalidInput, NotFound
+from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.pagination import Page, keyset_page
+from app.kit.upsert import insert_ignoring_conflicts
 from app.kit.validation import check_new_name
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Model:
     check_new_name(session, Model.name, name, "model")
-    model = Model(name=name, family=family, meta=dict(metadata or {}))
-    session.add(model)
-    session.flush()
-    return model
+    row = {"name": name, "family": family, "metadata": dict(metadata or {})}
+    if not insert_ignoring_conflicts(session, Model, [row], ["name"]):  # a concurrent request took the name
+        raise Conflict(f"a model named {name!r} already exists",
+                       [{"field": "name", "detail": "model names are unique"}])
+    return session.scalars(select(Model).where(Model.name == name)).one()
 
 
 def get_model(session: Session, ref: str) -> Model:
@@ -50,17 +52,21 @@ def get_reference_models(session: Session, refs: Any) -> list[Model]:
 
 
 def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
-    """Map each name to its model id, creating missing models in the given order."""
+    """Map each name to its model id, creating missing models (safe under concurrent first use)."""
     existing: dict[str, str] = {}
     unique = list(dict.fromkeys(names))
     for start in range(0, len(unique), 500):
         chunk = unique[start:start + 500]
         existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
-    missing = [Model(name=n, meta={}) for n in unique if n not in existing]
+    missing = [n for n in unique if n not in existing]
     if missing:
-        session.add_all(missing)
+        # get-or-create without a race: a name another transaction created meanwhile is skipped
+        # by ON CONFLICT DO NOTHING and read back (app.kit.upsert)
         session.flush()
-        existing.update({m.name: m.id for m in missing})
+        insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing], ["name"])
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
     return existing
 
 
