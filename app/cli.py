@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from app.kit.settings import get_settings
 
@@ -65,20 +66,72 @@ def build_parser() -> argparse.ArgumentParser:
                     help="treat the CSVs as ONE multi-benchmark coreset (models present in every file, "
                          "shared references, each budget a total split by size); prints per-benchmark "
                          "and overall tables")
-    bt.add_argument("--methods", default="random,anchor_points,mrmr",
+    bt.add_argument("--methods", default=None,
                     help="comma-separated selectors among random, irt, anchor_points, lasso, random_search, "
-                         "hardness, pbsc, mrmr")
+                         "hardness, pbsc, mrmr (default random,anchor_points,mrmr); with --sequential: session "
+                         "methods (default all)")
     bt.add_argument("--predictors", default=None,
                     help="method=pred[+pred...] pairs, comma-separated (e.g. 'mrmr=ridge+kernel_ridge,"
                          "random=mean'); default: random=mean, anchor_points=weighted_mean, irt=gp_irt, "
                          "others kernel_ridge")
-    bt.add_argument("--budgets", default="0.05,0.1", help="comma-separated coreset fractions of the items")
+    bt.add_argument("--budgets", default=None, help="comma-separated coreset fractions of the items (default "
+                                                    "0.05,0.1); with --sequential: item counts (default 25,50,100,200)")
     bt.add_argument("--n-reference", type=int, default=30, help="number of reference models")
     bt.add_argument("--split", default="stratified", choices=["random", "stratified", "extrapolation"])
     bt.add_argument("--seeds", type=int, default=5, help="number of seeds (splits), 0..n-1")
-    bt.add_argument("--level", type=float, default=0.9, help="conformal interval level for coverage")
+    bt.add_argument("--level", type=float, default=None,
+                    help="conformal interval level for coverage (default 0.9); --sequential: the sessions' level "
+                         "(default 0.95)")
+    bt.add_argument("--sequential", action="store_true",
+                    help="sequential backtest: replay held-out models as session targets for each session method "
+                         "(app.core.sequential_backtest), like POST /v1/backtests with sequential: true")
+    bt.add_argument("--regimes", default="interpolation", help="--sequential: interpolation and/or extrapolation")
+    bt.add_argument("--targets", type=int, default=20, help="--sequential: held-out targets per regime")
+    bt.add_argument("--half-widths", default="0.02",
+                    help="--sequential: comma-separated stop half-widths whose items to stop are reported")
+    bt.add_argument("--max-items", type=int, default=None,
+                    help="--sequential: items per replayed session (default max(largest budget, 30%% of items))")
+    bt.add_argument("--reference-cap", type=int, default=100, help="--sequential: at most this many references")
+    bt.add_argument("--output", default=None, help="--sequential: also write the markdown tables to this file")
     bt.add_argument("--no-intervals", action="store_true", help="skip the conformal coverage column")
     return parser
+
+
+def sequential_backtest_command(args: argparse.Namespace, uploads: list[Any]) -> int:
+    """``evalplan backtest --sequential``: the engine of POST /v1/backtests with sequential: true."""
+    from app.core.sequential.stopping import StopRule
+    from app.core.sequential_backtest import markdown_table, run_sequential_backtest, session_estimators
+
+    table = session_estimators()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(table)
+    unknown = [m for m in methods if m not in table]
+    if unknown:
+        print(f"evalplan backtest: unknown session method {unknown[0]!r}; one of {list(table)}", file=sys.stderr)
+        return 2
+    level = 0.95 if args.level is None else args.level
+    try:
+        budgets = [int(b) for b in (args.budgets or "25,50,100,200").split(",") if b.strip()]
+        rules = [StopRule(half_width=float(h), level=level) for h in args.half_widths.split(",") if h.strip()]
+        parts = []
+        for path, upload in zip(args.scores, uploads):
+            for regime in [r.strip() for r in args.regimes.split(",") if r.strip()]:
+                out = run_sequential_backtest(upload.values, {m: table[m] for m in methods}, regime=regime,
+                                              n_targets=args.targets, budgets=budgets, stops=rules, level=level,
+                                              max_items=args.max_items, ref_cap=args.reference_cap)
+                setup = out["setup"]
+                parts.append(f"### {path}, {regime}: {setup['n_targets']} targets, {setup['n_references']} "
+                             f"references, {setup['n_items']} items, sessions of {setup['n_max']} items\n\n"
+                             + markdown_table(out["rows"], budgets) + "\n")
+    except ValueError as exc:
+        print(f"evalplan backtest: {exc}", file=sys.stderr)
+        return 2
+    text = "MAE x100 and coverage of the level interval at n items; items to each stop (censored at the "\
+           "session length), reached = fraction of targets that met it, coverage at that stop\n\n" + "\n".join(parts)
+    print(text)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+    return 0
 
 
 def backtest_command(args: argparse.Namespace) -> int:
@@ -100,7 +153,11 @@ def backtest_command(args: argparse.Namespace) -> int:
         except InvalidInput as exc:
             print(f"evalplan backtest: {path}: {exc}", file=sys.stderr)
             return 2
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.sequential:
+        return sequential_backtest_command(args, uploads)
+    if args.level is None:
+        args.level = 0.9
+    methods = [m.strip() for m in (args.methods or "random,anchor_points,mrmr").split(",") if m.strip()]
     predictors: dict[str, list[str]] = {}
     if args.predictors:
         for pair in args.predictors.split(","):
@@ -114,7 +171,7 @@ def backtest_command(args: argparse.Namespace) -> int:
     header = (f"split={args.split}, M={args.n_reference}, seeds={args.seeds}; RMSE/MAE in score units x100, "
               "mean ± s.e. over seeds\n")
     try:
-        budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
+        budgets = [float(b) for b in (args.budgets or "0.05,0.1").split(",") if b.strip()]
         if args.suite:
             if len(uploads) < 2:
                 raise ValueError("--suite needs at least two --scores files")

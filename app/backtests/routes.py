@@ -16,6 +16,8 @@ router = APIRouter(prefix="/v1/backtests", tags=["backtests"])
 @router.post("", status_code=202, response_model=JobAccepted)
 def create_backtest(body: BacktestCreate, session: DbSession, jobs: JobQueue) -> JSONResponse:
     """Validate synchronously (422 / 404, nothing stored), then start a ``backtest`` job whose result is
-    ``{rows, columns, unavailable, metrics}`` (``GET /v1/jobs/{id}``)."""
+    ``{rows, columns, unavailable, metrics}`` (``GET /v1/jobs/{id}``). With ``sequential: true``, a
+    ``sequential_backtest`` job replaying held-out models as session targets for each session method:
+    ``{sequential, rows, setups, targets, budgets, stop, columns}``."""
     job = backtest_service.create_backtest(session, body)
     return jobs.accepted(session, job, True)

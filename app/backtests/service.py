@@ -44,6 +44,7 @@ UNAVAILABLE = {"agreement": "item-level Agreement (003 App. C.1) is null for pre
                             "predictions (mean, aipw, guard) and for non-binary scores",
                "coverage": "null for gp_irt / p_irt (no leave-one-reference-out interval)"}
 IRT_PREDICTORS = ("gp_irt", "p_irt")
+SEQUENTIAL_ONLY = ("stop", "regimes", "n_targets", "reference_cap", "max_items", "seed")
 
 
 def _n_models(session: Session, benchmark: Benchmark, metric: str) -> int:
@@ -96,9 +97,19 @@ def _plan_predictors(methods: list[str], predictors: Any, errors: ErrorCollector
 
 
 def create_backtest(session: Session, body: BacktestCreate) -> Job:
-    """Validate ``body`` (a :class:`~app.backtests.schemas.BacktestCreate`) and add the queued job."""
+    """Validate ``body`` (a :class:`~app.backtests.schemas.BacktestCreate`) and add the queued job
+    (``sequential: true``: :func:`app.backtests.sequential.create_sequential_backtest`)."""
+    if body.sequential:
+        from app.backtests.sequential import create_sequential_backtest
+
+        return create_sequential_backtest(session, body)
     errors = ErrorCollector()
-    methods = list(body.methods)
+    for name in SEQUENTIAL_ONLY:
+        if name in body.model_fields_set:
+            errors.add(f"{name} applies to sequential backtests (sequential: true) only", field=name)
+    if body.methods is None:
+        errors.add("methods is required (the selectors to backtest)", field="methods")
+    methods = list(body.methods or [])
     for i, m in enumerate(methods):
         if m not in BACKTEST_METHODS:
             errors.add(f"unknown method {m!r}; one of {list(BACKTEST_METHODS)}", field=f"methods.{i}")
