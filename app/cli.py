@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from app.core.sequential.config import METHODS
 from app.kit.settings import get_settings
 
 
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--target", required=True, help="the evaluated model's name")
     create.add_argument("--reference-models", default=None,
                         help='comma-separated model names, or "all" (default: all but the target)')
-    create.add_argument("--method", default=None, choices=["bayesame", "bayesame_rs", "rs_mean"])
+    create.add_argument("--method", default=None, choices=list(METHODS))
     create.add_argument("--epsilon1", type=float, default=None)
     create.add_argument("--epsilon2", type=float, default=None)
     create.add_argument("--window", type=int, default=None)

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from helpers import NoJobsDispatcher, create_benchmark, settings_for, upload_items, upload_score_cells
 from sqlalchemy import func, select
 
-from app.core.sequential import BucketPrior, SequentialEstimator, SessionConfig
+from app.core.sequential import DEFAULT_METHOD, METHODS, BucketPrior, SequentialEstimator, SessionConfig, make_estimator
 from app.db.models import EvalSession, SessionObservation, SessionPrior
 from app.main import create_app
 from app.sessions.cache import clear_caches
@@ -49,11 +49,13 @@ def upload(client: TestClient, name: str = "seqbench") -> dict:
 
 
 def local_estimator(data: dict, **config: object) -> SequentialEstimator:
+    """The estimator a session of ``config`` runs (``method`` default: the service's default)."""
     refs = data["refs"].copy()
     means = np.nanmean(refs, axis=1)
     rows, cols = np.nonzero(np.isnan(refs))
     refs[rows, cols] = means[rows]
-    return SequentialEstimator(BucketPrior.from_reference_scores(refs), SessionConfig(**config))
+    config.setdefault("method", DEFAULT_METHOD)
+    return make_estimator(BucketPrior.from_reference_scores(refs), SessionConfig(**config))  # type: ignore[arg-type]
 
 
 def assert_matches(body: dict, estimator: SequentialEstimator, items: list[str]) -> None:
@@ -73,9 +75,12 @@ def count(client: TestClient, model: type) -> int:
         return s.scalar(select(func.count()).select_from(model))
 
 
-def test_session_runs_to_its_stopping_rule_matching_a_local_replay(client: TestClient) -> None:
+@pytest.mark.parametrize("method", [None, *METHODS])
+def test_session_runs_to_its_stopping_rule_matching_a_local_replay(client: TestClient, method: str | None) -> None:
+    """Every method (omitted: the default, named in the response) gives exactly the local estimator's numbers."""
     data = upload(client)
-    r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET, "max_items": 25})
+    given = {} if method is None else {"method": method}
+    r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET, "max_items": 25, **given})
     assert r.status_code == 201, r.text
     session = r.json()
     assert session["id"].startswith("ss_") and r.headers["location"] == f"/v1/sessions/{session['id']}"
@@ -83,10 +88,11 @@ def test_session_runs_to_its_stopping_rule_matching_a_local_replay(client: TestC
     assert session["status"] == "active" and session["stop_reason"] is None and session["n_observed"] == 0
     assert session["next_items"] and set(session["next_items"]) <= set(data["items"])
     assert session["ci"][0] <= session["estimate"] <= session["ci"][1]
-    assert session["method"] == "bayesame" and session["config"]["max_items"] == 25
+    assert session["method"] == (method or DEFAULT_METHOD) and session["config"]["max_items"] == 25
+    assert session["config"]["method"] == session["method"]
     assert sorted(session["reference_models"]) == sorted(f"ref-{i}" for i in range(N_REFS))
 
-    local = local_estimator(data, max_items=25)
+    local = local_estimator(data, max_items=25, method=method or DEFAULT_METHOD)
     assert_matches(session, local, data["items"])
     while session["status"] == "active":
         item = session["next_items"][0]
@@ -182,11 +188,13 @@ def test_prior_is_computed_once_per_reference_set(client: TestClient) -> None:
     assert count(client, SessionPrior) == 2
 
 
-def test_restart_mid_session_changes_nothing(client: TestClient, db_session_factory, database_urls, backend) -> None:
+@pytest.mark.parametrize("method", ["bayesame", DEFAULT_METHOD, "proeval_bq", "fluid_irt"])
+def test_restart_mid_session_changes_nothing(client: TestClient, db_session_factory, database_urls, backend,
+                                             method: str) -> None:
     data = upload(client)
-    session = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET,
+    session = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET, "method": method,
                                                 "batch_size": 2, "refit_every": 5, "max_items": 30}).json()
-    local = local_estimator(data, batch_size=2, refit_every=5, max_items=30)
+    local = local_estimator(data, batch_size=2, refit_every=5, max_items=30, method=method)
     for _ in range(4):
         obs = [{"item": i, "score": data["target"][i]} for i in session["next_items"]]
         session = client.post(f"/v1/sessions/{session['id']}/observations", json={"observations": obs}).json()

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
+from app.core.sequential import METHODS
 from app.kit.schemas import UtcDatetime
 
 
@@ -42,7 +43,12 @@ class SessionCreate(BaseModel):
     reference_models: list[str] | Literal["all"] | None = Field(
         None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
                           "scores on the benchmark except the target. At least 2.")
-    method: str = Field("bayesame", description="bayesame, bayesame_rs or rs_mean.")
+    method: str | None = Field(
+        None, description="refgp_ivr (the default: reference-score GP, integral-variance-reduction selection; "
+                          "docs/SEQUENTIAL.md), bayesame (papers/004), bayesame_rs, rs_mean, proeval_bq (ProEval's "
+                          "BQ), fluid_irt (Fluid Benchmarking). Omitted: refgp_ivr (bayesame for multi-target "
+                          "sessions). The response carries the resolved name.",
+        json_schema_extra={"enum": list(METHODS)})
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")
     epsilon2: float | None = Field(None, description="Stopping tolerance on the interval (default 0.02).")
     window: int | None = Field(None, description="Stopping-rule window (default 30).")

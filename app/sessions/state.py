@@ -1,7 +1,8 @@
 """Mapping between a session's estimator and its rows: a fresh estimator, replay of the stored
 observations, the cached columns of ``eval_sessions`` written after every change.
 
-Only this module knows whether a session is single-target (``SequentialEstimator``) or
+Only this module knows whether a session is single-target (``make_estimator``: one of
+``app.core.sequential.ESTIMATORS``) or
 multi-target (``MultiTargetEstimator``, papers/004 §3.2).
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.sequential import SequentialEstimator, SessionConfig
+from app.core.sequential import SessionConfig, make_estimator
 from app.core.sequential.multi_target import MultiTargetEstimator
 from app.core.sequential.stopping import PrecisionSession
 from app.db.models import Benchmark, EvalSession, SessionObservation
@@ -30,7 +31,7 @@ def new_estimator(row: EvalSession, entry: PriorEntry, benchmark: Benchmark) -> 
     config = SessionConfig(**row.config)
     score_range = validation.score_range(benchmark)
     if not row.targets:
-        return PrecisionSession(SequentialEstimator(entry.prior, config), level=config.level,
+        return PrecisionSession(make_estimator(entry.prior, config), level=config.level,
                                 rule=config.stop_rule, score_range=score_range, seed=config.seed,
                                 batch_size=config.batch_size, max_items=config.max_items)
     multi = MultiTargetEstimator(entry.prior, config, len(row.targets), int(row.n_latent or 2),

@@ -13,14 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import scale_of
-from app.core.sequential import SessionConfig
+from app.core.sequential import DEFAULT_METHOD, METHODS, SessionConfig
 from app.core.sequential.stopping import StopRule, resolve_max_items
 from app.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.models.service import check_reference_form
 from app.sessions.priors import load_prior
 
-METHODS = ("bayesame", "bayesame_rs", "rs_mean")
 MULTI_METHODS = ("bayesame", "bayesame_rs")
 CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
                  "hyperparameters", "seed", "stop", "level")
@@ -37,7 +36,7 @@ class SessionRequest:
     targets: list[str] | None = None
     n_latent: int | None = None
     reference_models: list[str] | str | None = None
-    method: str = "bayesame"
+    method: str | None = None  # None: DEFAULT_METHOD (single target), bayesame (multi-target)
     epsilon1: float | None = None
     epsilon2: float | None = None
     window: int | None = None
@@ -48,6 +47,14 @@ class SessionRequest:
     seed: int | None = None
     stop: dict[str, Any] | None = None
     level: float | None = None
+
+
+def resolved_method(request: SessionRequest) -> str:
+    """The method a session runs: the given one, else the recommended ``DEFAULT_METHOD``; a
+    multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
+    if request.method is not None:
+        return request.method
+    return "bayesame" if request.targets is not None else DEFAULT_METHOD
 
 
 def _field_of(message: str) -> str:
@@ -62,6 +69,7 @@ def _field_of(message: str) -> str:
 def config_of(request: SessionRequest, n_items: int) -> Any:
     """The checked ``SessionConfig``: ``max_items`` resolved against the benchmark's ``n_items``,
     ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a rule is given."""
+    request.method = resolved_method(request)
     if request.method not in METHODS:
         raise InvalidInput(f"unknown method {request.method!r}; valid methods: {', '.join(METHODS)}",
                            [{"field": "method", "detail": f"must be one of {', '.join(METHODS)}"}])

@@ -1,9 +1,10 @@
-"""Sequential evaluation: single-target BayesAME (papers/004) and its baselines."""
+"""Sequential evaluation: the default ``refgp_ivr``, BayesAME (papers/004), the peers' baselines."""
 
 from .config import METHODS, SessionConfig
 from .estimator import Z975, SequentialEstimator
 from .hyper import fit_alpha_beta, neg_log_marginal_likelihood
+from .methods import DEFAULT_METHOD, ESTIMATORS, make_estimator
 from .prior import BucketPrior
 
 __all__ = ["METHODS", "SessionConfig", "BucketPrior", "SequentialEstimator", "Z975",
-           "fit_alpha_beta", "neg_log_marginal_likelihood"]
+           "fit_alpha_beta", "neg_log_marginal_likelihood", "DEFAULT_METHOD", "ESTIMATORS", "make_estimator"]

@@ -9,7 +9,8 @@ from typing import Any
 
 from .stopping import DEFAULT_LEVEL, StopRule, check_level
 
-METHODS = ("bayesame", "bayesame_rs", "rs_mean")
+METHODS = ("refgp_ivr", "bayesame", "bayesame_rs", "rs_mean", "proeval_bq", "fluid_irt")
+BAYESAME_METHODS = ("bayesame", "bayesame_rs", "rs_mean")  # the methods that take hyperparameters
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 
 
@@ -25,7 +26,7 @@ def _is_real(x: Any) -> bool:
 class SessionConfig:
     """Defaults are the paper's (App. C.1): eps1=0.005, eps2=0.02, W=30, F=50, N0=10."""
 
-    method: str = "bayesame"  # "bayesame" | "bayesame_rs" | "rs_mean"
+    method: str = "bayesame"  # one of METHODS (the API's default when omitted is methods.DEFAULT_METHOD)
     epsilon1: float = 0.005
     epsilon2: float = 0.02
     window: int = 30
@@ -64,6 +65,9 @@ class SessionConfig:
             if "level" in self.stop and rule.level != float(self.level):
                 raise ValueError(f"stop.level: {rule.level!r} differs from level {self.level!r}")
         hp = self.hyperparameters
+        if hp is not None and self.method not in BAYESAME_METHODS:
+            raise ValueError(f"hyperparameters: apply to {', '.join(BAYESAME_METHODS)} only; "
+                             f"{self.method} learns its own")
         if hp is not None:
             if not isinstance(hp, dict):
                 raise ValueError("hyperparameters: must be a dict with keys among alpha, beta, sigma2")

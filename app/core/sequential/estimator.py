@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
-from .config import SessionConfig
+from .config import BAYESAME_METHODS, SessionConfig
 from .hyper import fit_alpha_beta
 from .prior import BucketPrior
 
@@ -113,6 +113,8 @@ class SequentialEstimator:
         if not isinstance(config, SessionConfig):
             raise ValueError("config: must be a SessionConfig")
         config.validate()
+        if config.method not in BAYESAME_METHODS:
+            raise ValueError(f"method: SequentialEstimator runs {', '.join(BAYESAME_METHODS)}, got {config.method!r}")
         self.prior = prior
         self.config = config
         N, B = prior.n_items, prior.n_buckets

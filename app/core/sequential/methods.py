@@ -1,0 +1,32 @@
+"""The session methods: name -> estimator class (one table feeds validation, the API's enum, the
+CLI and the backtests). ``DEFAULT_METHOD`` is what a session without ``method`` gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import BAYESAME_METHODS, METHODS, SessionConfig
+from .estimator import SequentialEstimator
+from .fluid_irt import FluidIRTEstimator
+from .prior import BucketPrior
+from .proeval_bq import ProEvalBQEstimator
+from .refgp import RefGPEstimator
+
+DEFAULT_METHOD = "refgp_ivr"
+ESTIMATORS: dict[str, Any] = {
+    "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
+    "bayesame": SequentialEstimator,  # papers/004
+    "bayesame_rs": SequentialEstimator,
+    "rs_mean": SequentialEstimator,
+    "proeval_bq": ProEvalBQEstimator,  # google-deepmind/proeval BQ-SF
+    "fluid_irt": FluidIRTEstimator,  # allenai/fluid-benchmarking
+}
+
+assert tuple(ESTIMATORS) == METHODS
+__all__ = ["BAYESAME_METHODS", "DEFAULT_METHOD", "ESTIMATORS", "make_estimator"]
+
+
+def make_estimator(prior: BucketPrior, config: SessionConfig) -> Any:
+    """A fresh single-target estimator of ``config.method``."""
+    config.validate()
+    return ESTIMATORS[config.method](prior, config)

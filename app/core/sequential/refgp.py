@@ -1,0 +1,258 @@
+"""``refgp_ivr``: the service's default sequential estimator (docs/SEQUENTIAL.md).
+
+A Bayesian linear model (a Gaussian process with a low-rank linear kernel) over the target's item
+scores, whose item features are the reference models' scores on the item:
+
+    f_i = phi_i^T beta + e_i,   phi_i = [1, u_i - u_bar, z_i],   e_i ~ N(0, r2) i.i.d.,
+    beta ~ N(m0, diag(tau0, tau1, s2 I_K)),  m0 = [u_bar, 1, 0, ..., 0],
+
+with ``u_i`` the reference mean of item i, ``z_i`` its centred reference scores
+(``(x_i - u_i) / sqrt(M - 1)``, ProEval's linear-kernel features) projected on the top ``K`` principal
+directions over items (exact when ``K = rank``; the rest goes to the residual). The constant lets
+the target sit above or below every reference (extrapolation), the item-mean slope lets it spread
+difficulty more or less than the references do, ``r2`` is the item-level residual. Observed scores
+are exact (continuous scores are used as such); the benchmark mean is
+
+    R = (sum_{observed} y_i + sum_{unobserved} f_i) / N,
+    E[R] = (sum y + S^T m) / N,  Var[R] = (S^T Sigma S + |U| r2) / N^2,  S = sum_{unobserved} phi_i,
+
+so the variance goes to 0 as the benchmark is exhausted (finite population). ``(m, Sigma)`` is the
+posterior of ``beta`` (D = K + 2 dimensions; Woodbury in feature space). Each observation is a rank-one
+update, O(B D) with B distinct reference-score vectors (buckets). The next item maximizes the
+reduction of Var[R] (integral variance reduction): observing j removes
+
+    Delta_j = (phi_j^T Sigma S + r2)^2 / (phi_j^T Sigma phi_j + r2)
+
+(greedy with fantasized updates for batches). Hyperparameters ``(tau0, tau1, s2, r2)`` are the MAP
+of the marginal likelihood under weak log-normal priors centred on values read off the
+references; they are refit on a geometric schedule (n grows by 25%, at most ``refit_every`` apart)
+from warm starts with a bounded number of L-BFGS steps, each O(D^3 + B D^2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
+from scipy.optimize import minimize
+
+from .base import ItemEstimator, derived, one_blas_thread, store_derived
+from .config import SessionConfig
+from .prior import BucketPrior
+
+K_MAX = 96  # principal directions of the reference scores kept as features
+PRIOR_SD = 2.0  # sd of the log-normal hyperpriors
+REFIT_GROWTH = 0.25
+REFIT_MAXITER = 30
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class RefFeatures:
+    """Item features of a reference set, by bucket (shared by all sessions of a prior)."""
+
+    phi: np.ndarray  # (B, D) = [1, u - u_bar, z @ U_K]
+    m0: np.ndarray  # (D,) prior mean of beta
+    centers: np.ndarray  # (4,) log hyperprior centres: tau0, tau1, s2, r2
+    u_bar: float
+
+    @property
+    def dim(self) -> int:
+        return int(self.phi.shape[1])
+
+
+def ref_features(prior: BucketPrior) -> RefFeatures:
+    """The features of ``prior`` (computed once per prior and process: O(B M^2 + M^3))."""
+    cached = derived(prior, "refgp_features")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    V = prior.bucket_vectors
+    Nb = prior.bucket_sizes.astype(np.float64)
+    N = float(Nb.sum())
+    M = V.shape[1]
+    u = V.mean(axis=1)
+    u_bar = float(Nb @ u / N)
+    Z = (V - u[:, None]) / math.sqrt(max(M - 1, 1))
+    gram = Z.T @ (Z * Nb[:, None])  # item-weighted (M, M)
+    lam, U = np.linalg.eigh(gram)
+    order = np.argsort(lam)[::-1]
+    lam, U = lam[order], U[:, order]
+    keep = int(np.sum(lam > max(float(lam[0]), 1e-300) * 1e-9)) if lam.size and lam[0] > 0 else 0
+    keep = min(keep, K_MAX)
+    F = Z @ U[:, :keep]
+    phi = np.column_stack([np.ones_like(u), u - u_bar, F])
+    mean_item_var = float(Nb @ np.einsum("ij,ij->i", Z, Z) / N)
+    model_means = Nb @ V / N
+    var_models = float(np.var(model_means, ddof=1)) if M > 1 else 0.0
+    r2 = max(0.3 * mean_item_var, 1e-6)
+    centers = np.log([max(4.0 * var_models, 1e-4), 0.25, 0.7, r2])
+    m0 = np.zeros(phi.shape[1])
+    m0[0], m0[1] = u_bar, 1.0
+    return store_derived(prior, "refgp_features", RefFeatures(np.ascontiguousarray(phi), m0, centers, u_bar))  # type: ignore[no-any-return]
+
+
+def _chol(A: np.ndarray) -> np.ndarray:
+    jitter = 0.0
+    scale = float(np.mean(np.diag(A)))
+    for _ in range(8):
+        try:
+            return np.asarray(cholesky(A if jitter == 0.0 else A + jitter * np.eye(A.shape[0]), lower=True,
+                                       check_finite=False))
+        except LinAlgError:
+            jitter = scale * (1e-10 if jitter == 0.0 else 10 * jitter / scale)
+    raise LinAlgError("posterior precision is not positive definite")
+
+
+def neg_log_evidence(theta: np.ndarray, G: np.ndarray, h: np.ndarray, yy: float, n: int, m0: np.ndarray,
+                     n_feat: int, centers: np.ndarray) -> float:
+    """-log p(y_C | theta) - log p(theta) from the sufficient statistics ``G = Phi_C^T Phi_C``,
+    ``h = Phi_C^T y``, ``yy = y^T y`` (matrix determinant lemma and Woodbury in feature space)."""
+    t0, t1, s2, r2 = np.exp(theta)
+    p0 = np.concatenate([[1.0 / t0, 1.0 / t1], np.full(n_feat, 1.0 / s2)])
+    c = h - G @ m0
+    yty = yy - 2.0 * float(m0 @ h) + float(m0 @ G @ m0)
+    Lam = G / r2
+    Lam[np.diag_indices_from(Lam)] += p0
+    try:
+        L = _chol(Lam)
+    except LinAlgError:
+        return 1e30
+    a = solve_triangular(L, c, lower=True, check_finite=False) / r2
+    quad = yty / r2 - float(a @ a)
+    logdet = 2.0 * float(np.log(np.diag(L)).sum()) - float(np.log(p0).sum()) + n * math.log(r2)
+    penalty = 0.5 * float((((theta - centers) / PRIOR_SD) ** 2).sum())
+    return float(0.5 * (quad + logdet + n * LOG_2PI) + penalty)
+
+
+class RefGPEstimator(ItemEstimator):
+    """Reference-score GP with integral-variance-reduction selection (the module docstring)."""
+
+    method = "refgp_ivr"
+
+    def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
+        super().__init__(prior, config)
+        self.features = feats = ref_features(prior)
+        self._phi = feats.phi
+        D = feats.dim
+        self._n_feat = D - 2
+        self._w = prior.bucket_sizes.astype(np.float64)
+        self._S = self._phi.T @ self._w
+        self._nU = float(self.n_items)
+        self._G = np.zeros((D, D))
+        self._h = np.zeros(D)
+        self._yy = 0.0
+        self._theta = feats.centers.copy()
+        self._next_refit = 3
+        self._install()
+        self._set_estimate()
+
+    # ------------------------------------------------------------------ posterior
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        t0, t1, s2, r2 = (float(v) for v in np.exp(self._theta))
+        return {"tau0": t0, "tau1": t1, "s2": s2, "r2": r2, "n_features": int(self._n_feat)}
+
+    @property
+    def _r2(self) -> float:
+        return float(math.exp(self._theta[3]))
+
+    def _install(self) -> None:
+        """Posterior (m, Sigma) and the per-bucket variances d from the statistics: O(D^3 + B D^2)."""
+        t0, t1, s2, r2 = np.exp(self._theta)
+        p0 = np.concatenate([[1.0 / t0, 1.0 / t1], np.full(self._n_feat, 1.0 / s2)])
+        Lam = self._G / r2
+        Lam[np.diag_indices_from(Lam)] += p0
+        L = _chol(Lam)
+        Sigma = cho_solve((L, True), np.eye(Lam.shape[0]), check_finite=False)
+        self._Sigma = 0.5 * (Sigma + Sigma.T)
+        self._m = self._Sigma @ (p0 * self.features.m0 + self._h / r2)
+        self._d = np.einsum("ij,ij->i", self._phi @ self._Sigma, self._phi)
+
+    def _update(self, item: int, score: float) -> None:
+        b = int(self.prior.bucket_of_item[item])
+        phi = self._phi[b]
+        r2 = self._r2
+        g = self._Sigma @ phi
+        den = r2 + float(phi @ g)
+        self._m = self._m + g * ((score - float(phi @ self._m)) / den)
+        self._Sigma -= np.outer(g, g) / den
+        self._d -= (self._phi @ g) ** 2 / den
+        np.maximum(self._d, 0.0, out=self._d)
+        self._w[b] -= 1.0
+        self._S = self._S - phi
+        self._nU -= 1.0
+        self._G += np.outer(phi, phi)
+        self._h += phi * score
+        self._yy += score * score
+
+    def _after_observe(self) -> None:
+        n = self.n_observed
+        if self.config.refit_every == 0 or n < self._next_refit or n >= self.n_items:
+            return
+        self.refit()
+        gap = max(1, math.ceil(REFIT_GROWTH * n))
+        if self.config.refit_every > 0:
+            gap = min(gap, self.config.refit_every)
+        self._next_refit = n + gap
+
+    def refit(self) -> None:
+        """MAP hyperparameters from the current observations (warm start, bounded L-BFGS)."""
+        c = self.features.centers
+        with one_blas_thread():
+            self._refit(c)
+
+    def _refit(self, c: np.ndarray) -> None:
+        res = minimize(neg_log_evidence, self._theta,
+                       args=(self._G, self._h, self._yy, self.n_observed, self.features.m0, self._n_feat, c),
+                       method="L-BFGS-B", bounds=[(ci - 4 * PRIOR_SD, ci + 4 * PRIOR_SD) for ci in c],
+                       options={"maxiter": REFIT_MAXITER})
+        if np.all(np.isfinite(res.x)):
+            self._theta = np.asarray(res.x, dtype=np.float64)
+        self.n_refits += 1
+        self._install()
+
+    def _set_estimate(self) -> None:
+        N = float(self.n_items)
+        S = self._S
+        self.estimate = float((self._sum_s + float(S @ self._m)) / N)
+        var = (float(S @ self._Sigma @ S) + self._nU * self._r2) / (N * N)
+        self.variance = float(max(var, 0.0))
+
+    def variance_reduction(self) -> np.ndarray:
+        """Delta per bucket (N^2 units; -inf for buckets with no unobserved item)."""
+        return self._scores_of(self._Sigma, self._S, self._d, self._w)
+
+    def _scores_of(self, Sigma: np.ndarray, S: np.ndarray, d: np.ndarray, w: np.ndarray) -> np.ndarray:
+        r2 = self._r2
+        t = self._phi @ (Sigma @ S)
+        score = (t + r2) ** 2 / (d + r2)
+        score[w <= 0] = -np.inf
+        return np.asarray(score)
+
+    def _select(self, k: int) -> list[int]:
+        p = self.prior
+        rng = np.random.default_rng([self.config.seed, self.n_observed])
+        Sigma, S, d, w = self._Sigma, self._S, self._d, self._w
+        r2 = self._r2
+        picked: list[int] = []
+        for j in range(k):
+            b = int(np.argmax(self._scores_of(Sigma, S, d, w)))
+            items = p.items_by_bucket[p.bucket_offsets[b]:p.bucket_offsets[b + 1]]
+            cand = items[~self._observed[items]]
+            if picked:
+                cand = cand[~np.isin(cand, picked)]
+            picked.append(int(rng.choice(cand)))
+            if j + 1 < k:  # fantasized: the posterior covariance does not depend on the score
+                if j == 0:
+                    Sigma, S, d, w = Sigma.copy(), S.copy(), d.copy(), w.copy()
+                phi = self._phi[b]
+                g = Sigma @ phi
+                den = r2 + float(phi @ g)
+                Sigma -= np.outer(g, g) / den
+                d = np.maximum(d - (self._phi @ g) ** 2 / den, 0.0)
+                w[b] -= 1.0
+                S = S - phi
+        return picked
