@@ -1,1 +1,1 @@
-"""Imports of evaluation-harness logs (``POST /v1/imports/lm-eval``), inline or as a job."""
+"""Imports of evaluation-harness logs (lm-eval, inspect_ai, HELM, lighteval), inline or as a job."""

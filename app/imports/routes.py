@@ -1,4 +1,4 @@
-"""Imports from evaluation harnesses (``POST /v1/imports/lm-eval``)."""
+"""Imports from evaluation harnesses (``POST /v1/imports/{lm-eval,inspect,helm,lighteval}``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from app.imports import harness
 from app.imports import service as import_service
-from app.imports.schemas import ImportSummary
+from app.imports.schemas import HarnessImportSummary, ImportSummary
 from app.integrations.lm_eval import task_from_filename
 from app.kit.deps import AppSettings, DbSession, JobQueue, accepted
 from app.kit.errors import InvalidInput
@@ -60,3 +61,96 @@ async def import_lm_eval(
     if not files:
         raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
     return ImportSummary.model_validate(await run_in_threadpool(work))
+
+
+async def _harness_import(harness_name: str, session: DbSession, settings: AppSettings, jobs: JobQueue,
+                          files: list[UploadFile], options: dict[str, Any]) -> HarnessImportSummary | JSONResponse:
+    """Read the uploads; parse and store them inline, or queue a job when they total more than the inline limit."""
+    if not files:
+        raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
+    total = sum(f.size or 0 for f in files)
+    options = {k: v for k, v in options.items() if v is not None}
+
+    def read() -> list[tuple[str, bytes]]:
+        out = []
+        for f in files:
+            f.file.seek(0)
+            out.append((f.filename or "", f.file.read()))
+        return out
+
+    if total > settings.inline_import_max_bytes:
+        def enqueue() -> tuple[str, str]:
+            job = harness.start_job(session, harness_name, options, read())
+            session.commit()
+            return job.id, job.queue
+
+        job_id, queue = await run_in_threadpool(enqueue)
+        jobs.submit(job_id, queue)
+        return accepted(JobAccepted(job=JobRef(id=job_id, status="queued")), f"/v1/jobs/{job_id}")
+
+    def work() -> dict[str, Any]:
+        parsed = harness.parse(harness_name, read(), options)
+        result = harness.store(session, parsed)
+        session.commit()
+        return result
+
+    return HarnessImportSummary.model_validate(await run_in_threadpool(work))
+
+
+_LARGE: dict[int | str, dict[str, Any]] = {
+    202: {"model": JobAccepted, "description": "Large upload: imported by a job."}}
+_STAT = ("Default `exact_match`, else the first of quasi_exact_match, final_number_exact_match, "
+         "math_equiv_chain_of_thought")
+_MODEL = "The evaluated model's name; default the model the log names."
+_BENCHMARK = "The benchmark to import into (created if missing); default the task name."
+
+
+@router.post("/inspect", status_code=201, response_model=HarnessImportSummary, responses=_LARGE)
+async def import_inspect(
+    session: DbSession,
+    settings: AppSettings,
+    jobs: JobQueue,
+    files: Annotated[list[UploadFile], File(description="inspect_ai logs: `.eval` (or the older `.json`).")],
+    model: Annotated[str | None, Form(pattern=MODEL_NAME_PATTERN, description=_MODEL)] = None,
+    benchmark: Annotated[str | None, Form(description=_BENCHMARK)] = None,
+    scorer: Annotated[str | None, Form(description="The scorer whose value is the score; default the first.")] = None,
+) -> HarnessImportSummary | JSONResponse:
+    """Import inspect_ai logs: sample `id` -> item, `value_to_float` of the scorer's value, epochs averaged."""
+    return await _harness_import("inspect", session, settings, jobs, files,
+                                 {"model": model, "benchmark": benchmark, "scorer": scorer})
+
+
+@router.post("/helm", status_code=201, response_model=HarnessImportSummary, responses=_LARGE)
+async def import_helm(
+    session: DbSession,
+    settings: AppSettings,
+    jobs: JobQueue,
+    files: Annotated[list[UploadFile], File(
+        description="A run's `per_instance_stats.json`, optionally its `scenario_state.json` (item text, model).")],
+    model: Annotated[str | None, Form(pattern=MODEL_NAME_PATTERN,
+                                      description="Default: `adapter_spec.model` of scenario_state.json.")] = None,
+    benchmark: Annotated[str | None, Form(description="The benchmark; required unless run_spec.json is sent.")] = None,
+    stat: Annotated[str | None, Form(description=_STAT)] = None,
+    perturbed: Annotated[bool, Form(description="Also import perturbed instances (as `<id>@<perturbation>`).")] = False,
+) -> HarnessImportSummary | JSONResponse:
+    """Import a HELM run: `instance_id` -> item, the stat's mean, train trials averaged, perturbations skipped."""
+    return await _harness_import("helm", session, settings, jobs, files,
+                                 {"model": model, "benchmark": benchmark, "stat": stat, "perturbed": perturbed})
+
+
+@router.post("/lighteval", status_code=201, response_model=HarnessImportSummary, responses=_LARGE)
+async def import_lighteval(
+    session: DbSession,
+    settings: AppSettings,
+    jobs: JobQueue,
+    files: Annotated[list[UploadFile], File(
+        description="One lighteval `details_<task>_<date>.parquet`, optionally the run's `results_<date>.json`.")],
+    model: Annotated[str | None, Form(pattern=MODEL_NAME_PATTERN, description="The model's name.")] = None,
+    benchmark: Annotated[str | None, Form(description="The benchmark; default the task of the file name.")] = None,
+    metric: Annotated[str | None, Form(description="The metric column; default the first.")] = None,
+    split: Annotated[str | None, Form(description="The evaluated split (the details do not record it); "
+                                      "default from the results_<date>.json sent with it.")] = None,
+) -> HarnessImportSummary | JSONResponse:
+    """Import lighteval details: `split/doc.id` -> item (ids repeat across splits), the metric's value."""
+    return await _harness_import("lighteval", session, settings, jobs, files,
+                                 {"model": model, "benchmark": benchmark, "metric": metric, "split": split})

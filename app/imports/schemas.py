@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class ImportedTask(BaseModel):
@@ -25,3 +25,33 @@ class ImportSummary(BaseModel):
     model: str
     model_id: str
     benchmarks: list[ImportedTask]
+
+
+class SkippedRecords(BaseModel):
+    """Records an import left out for one reason: ``count`` of them, the first ``ids``."""
+
+    what: str
+    why: str
+    count: int
+    ids: list[str]
+
+
+class HarnessImportSummary(BaseModel):
+    """The result of ``POST /v1/imports/{inspect,helm,lighteval}`` (or of its job)."""
+
+    harness: str
+    n_scores: int
+    n_items: int
+    n_models: int
+    benchmark: str
+    benchmark_id: str
+    benchmark_created: bool
+    model: str | None = Field(description="The model, when the import holds one (else see `models`).")
+    models: list[str]
+    metric: str = Field(description="The stored metric: the inspect scorer, HELM stat or lighteval metric.")
+    items_created: int
+    items_updated: int
+    mean_score: float | None
+    averaged_over: int = Field(description="Most values averaged into one score (epochs, trials); 1 = none.")
+    skipped: list[SkippedRecords]
+    notes: list[str]

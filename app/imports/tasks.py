@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.imports import harness
 from app.imports.service import KIND, parse_logs, store_logs
 from app.kit.jobs import JobContext, register
 
@@ -16,5 +17,16 @@ def run_lm_eval_import(ctx: JobContext) -> dict[str, Any]:
     ctx.progress(0.5)
     with ctx.session_factory() as session:
         result = store_logs(session, ctx.payload["model"], logs)
+        session.commit()
+    return result
+
+
+@register(harness.KIND, queue="cpu")
+def run_harness_import(ctx: JobContext) -> dict[str, Any]:
+    """A large inspect_ai / HELM / lighteval import: parse every file, then store all of it in one transaction."""
+    parsed = harness.parse(ctx.payload["harness"], ctx.inputs(), ctx.payload.get("options") or {})
+    ctx.progress(0.5)
+    with ctx.session_factory() as session:
+        result = harness.store(session, parsed)
         session.commit()
     return result

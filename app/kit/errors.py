@@ -70,3 +70,9 @@ class ErrorCollector:
 
 class ServiceUnavailable(EvalplanError):
     status, title, slug = 503, "Service unavailable", "service-unavailable"
+
+
+class NotInstalled(EvalplanError):
+    """A route needs an optional package (an extra such as ``evalplan[inspect]``) this server lacks."""
+
+    status, title, slug = 501, "Optional package not installed", "not-installed"

@@ -1,0 +1,87 @@
+"""Test helper (not a test module): run the REAL harnesses offline on CPU and return what they wrote.
+
+* :func:`inspect_log`: an inspect_ai eval with its ``mockllm`` model (outputs carry ``ModelUsage``,
+  so nothing downloads tiktoken encodings) on a local dataset; returns the ``.eval`` log path.
+* :func:`arith_samples`, :func:`arith_output`: the local dataset and the mock model's answers
+  (correct unless ``i % 3 == 0``), so tests know each sample's score.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def arith_samples(n: int, prefix: str = "q") -> list[Any]:
+    from inspect_ai.dataset import Sample
+
+    return [Sample(id=f"{prefix}{i}", input=f"What is {i} plus {i}?", target=str(2 * i)) for i in range(n)]
+
+
+def arith_correct(i: int) -> bool:
+    return i % 3 != 0
+
+
+def arith_output(input: list[Any], tools: Any, tool_choice: Any, config: Any) -> Any:  # noqa: A002
+    """The mock model: reads ``i`` from the question and answers ``2i``, wrongly when ``i % 3 == 0``."""
+    from inspect_ai.model import ModelOutput, ModelUsage
+
+    i = int(input[-1].text.split()[2])
+    out = ModelOutput.from_content(model="mockllm", content=str(2 * i) if arith_correct(i) else "no idea")
+    out.usage = ModelUsage(input_tokens=6, output_tokens=1, total_tokens=7)
+    return out
+
+
+def mock_model() -> Any:
+    from inspect_ai.model import get_model
+
+    return get_model("mockllm/model", custom_outputs=arith_output)
+
+
+def inspect_log(log_dir: Path, *, n: int = 45, task: str = "arith", epochs: int = 1, limit: int | None = None,
+                log_format: str = "eval", scorers: tuple[str, ...] = ("match",)) -> Path:
+    """Run a real inspect eval and return its log file."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.scorer import includes, match
+    from inspect_ai.solver import generate
+
+    made = {"match": match, "includes": includes}
+    logs = inspect_eval(Task(name=task, dataset=arith_samples(n), solver=generate(),
+                             scorer=[made[s]() for s in scorers], epochs=epochs),
+                        model=mock_model(), log_dir=str(log_dir), log_format=log_format, display="none", limit=limit)
+    assert logs[0].status == "success", logs[0].error
+    return Path(logs[0].location)
+
+
+def lighteval_details(out_dir: Path, *, splits: dict[str, int], task: str = "localarith|0",
+                      model: str = "org/dummy") -> tuple[Path, Path, dict[str, float]]:
+    """Write a details parquet and results JSON with lighteval's own ``EvaluationTracker`` and its
+    ``loglikelihood_acc`` metric on local docs; returns (details, results, expected ``split/id`` -> acc).
+
+    lighteval 0.13's ``Pipeline`` cannot run offline here: its task registry imports every built-in task
+    module, one of which downloads tinyBenchmarks at import and another calls a huggingface_hub API
+    removed in 1.x. The tracker, the ``Doc``/``ModelResponse`` records and the metric are lighteval's.
+    """
+    from lighteval.logging.evaluation_tracker import EvaluationTracker
+    from lighteval.metrics.metrics import Metrics
+    from lighteval.models.dummy.dummy_model import DummyModelConfig
+    from lighteval.models.model_output import ModelResponse
+    from lighteval.tasks.requests import Doc
+
+    tracker = EvaluationTracker(output_dir=str(out_dir), save_details=True)
+    tracker.general_config_logger.log_model_info(DummyModelConfig(model_name=model, seed=1))
+    metric = Metrics.loglikelihood_acc.value
+    expected: dict[str, float] = {}
+    for split, n in splits.items():
+        for i in range(n):
+            doc = Doc(task_name=task, query=f"{split}: what is 2+{i}?", choices=[str(2 + i), str(3 + i)], gold_index=0,
+                      id=str(i))
+            response = ModelResponse(logprobs=[-0.1, -0.7] if i % 2 == 0 else [-0.8, -0.3], input=doc.query)
+            values = metric.compute_sample(doc=doc, model_response=response)
+            tracker.details_logger.log(task, doc, response, values)
+            expected[f"{split}/{i}"] = float(values["acc"])
+    tracker.save()
+    details = next(out_dir.glob("details/**/details_*.parquet"))
+    results = next(out_dir.glob("results/**/results_*.json"))
+    return details, results, expected
