@@ -60,6 +60,10 @@ class SessionCreate(BaseModel):
                                                   "anytime_valid?}; replaces the paper's (epsilon1, epsilon2, window) "
                                                   "rule.")
     level: StrictFloat | None = Field(None, description="Level of the session's ci (default 0.95, or stop.level).")
+    previous: list[str] | None = Field(None, description="Earlier checkpoints of the same training run (model names "
+                                                         "or ids, oldest first): their scores, complete or partial "
+                                                         "(earlier sessions' observations count), weigh strongly "
+                                                         "in the prior.")
     batch_size: int | None = Field(None, description="Items proposed per step (default 1).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
     seed: int | None = Field(None, description="Random seed (default 0).")
@@ -131,6 +135,7 @@ class SessionOut(BaseModel):
     variance: float | None
     ci: list[float | None] | None
     level: float | None = None
+    previous: list[str] | None = None
     method: str
     config: dict[str, Any]
     hyperparameters: dict[str, Any] | None

@@ -29,6 +29,8 @@ commits itself, inside the lock.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
 from app.benchmarks.service import get_benchmark
+from app.core.sequential.checkpoints import with_previous
 from app.db.models import EvalSession, SessionObservation
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.sessions import cache
@@ -50,8 +53,11 @@ from app.sessions.validation import (
     config_dict,
     config_of,
     n_latent_of,
+    previous_scores,
+    resolve_previous,
     resolve_references,
     resolve_targets,
+    score_range,
     validate_observations,
 )
 
@@ -68,14 +74,24 @@ def create_session(session: Session, request: SessionRequest) -> EvalSession:
     target, targets = resolve_targets(session, request)
     n_latent = n_latent_of(request, config) if targets is not None else None
     check_stop_fits(config, benchmark, targets is not None)
+    previous = resolve_previous(session, request.previous, targets or [str(target)])
     rows = resolve_references(session, request.reference_models, targets or [str(target)], matrix.model_ids,
-                              matrix.model_names)
+                              matrix.model_names, previous)
     reference = matrix.values[rows].copy()
     means = np.nanmean(reference, axis=1)
     missing = np.isnan(reference)
     reference[missing] = np.broadcast_to(means[:, None], reference.shape)[missing]
-    entry = obtain_prior(session, benchmark, metric, [matrix.model_ids[i] for i in rows], reference,
-                          matrix.item_pks, matrix.item_ids)
+    prior_ids = [matrix.model_ids[i] for i in rows]
+    if previous:  # earlier checkpoints join the references with a weight (app.core.sequential.checkpoints)
+        checkpoints = previous_scores(session, benchmark, previous, matrix.model_names, matrix.values,
+                                      matrix.item_pks)
+        reference, mult = with_previous(reference, checkpoints, score_range(benchmark))
+        token = hashlib.sha256(np.ascontiguousarray(reference[len(rows):]).tobytes()).hexdigest()[:16]
+        prior_ids = prior_ids + [f"previous:{name}:{m}:{token}" for name, m in zip(previous, mult)]
+        config = dataclasses.replace(config, previous=[
+            {"model": name, "n_scores": int(np.sum(~np.isnan(c))), "weight": m}
+            for name, c, m in zip(previous, checkpoints, mult)])
+    entry = obtain_prior(session, benchmark, metric, prior_ids, reference, matrix.item_pks, matrix.item_ids)
     row = EvalSession(benchmark_id=benchmark.id, target=target, targets=targets, n_latent=n_latent,
                       reference_models=[matrix.model_names[i] for i in rows], method=config.method,
                       config=config_dict(config), status="active", n_observed=0, prior_key=entry.key)

@@ -27,6 +27,7 @@ PAPER_RULE_FIELDS = ("epsilon1", "epsilon2", "window")
 MAX_OBSERVATIONS_PER_REQUEST = 10_000
 MAX_TARGETS = 32  # the joint posterior costs O(T B n) per observation
 MAX_LATENT = 16
+MAX_PREVIOUS = 16
 
 
 @dataclass
@@ -47,6 +48,7 @@ class SessionRequest:
     seed: int | None = None
     stop: dict[str, Any] | None = None
     level: float | None = None
+    previous: list[str] | None = None
 
 
 def resolved_method(request: SessionRequest) -> str:
@@ -164,12 +166,71 @@ def resolve_targets(session: Session, request: SessionRequest) -> tuple[str | No
     return None, names
 
 
+def resolve_previous(session: Session, given: list[str] | None, targets: list[str]) -> list[str]:
+    """The ``previous`` checkpoints' model names (distinct, not a target), oldest first; that each has
+    scores or session observations on the benchmark is checked by :func:`previous_scores`."""
+    if given is None:
+        return []
+    if not isinstance(given, list) or not 1 <= len(given) <= MAX_PREVIOUS:
+        raise InvalidInput(f"previous must list 1 to {MAX_PREVIOUS} model names (earlier checkpoints, oldest first)",
+                           [{"field": "previous", "detail": f"got {given!r}"}])
+    names: list[str] = []
+    errors = []
+    for k, ref in enumerate(given):
+        if not isinstance(ref, str) or not ref.strip() or len(ref) > 300:
+            errors.append({"field": f"previous.{k}", "detail": f"a model name of 1 to 300 characters, got {ref!r}"})
+            continue
+        # a model id stands for its name; any other string is a model name or an earlier session's target
+        name = session.scalars(select(Model.name).where(Model.id == ref.strip())).first() or ref.strip()
+        if name in targets:
+            errors.append({"field": f"previous.{k}", "detail": f"{name!r} is the target, not an earlier checkpoint"})
+        elif name in names:
+            errors.append({"field": f"previous.{k}", "detail": f"{name!r} is given twice"})
+        else:
+            names.append(name)
+    if errors:
+        raise InvalidInput(f"invalid previous: {errors[0]['detail']}", errors)
+    return names
+
+
+def previous_scores(session: Session, benchmark: Benchmark, names: list[str], model_names: list[str],
+                    values: Any, item_pks: list[int]) -> list[Any]:
+    """Each checkpoint's scores over the benchmark's items (NaN where unknown): its stored scores, and
+    where it has none, the observations of its earlier sessions on this benchmark (either kind)."""
+    import numpy as np
+
+    col = {pk: j for j, pk in enumerate(item_pks)}
+    rows = []
+    errors = []
+    for k, name in enumerate(names):
+        row = np.full(len(item_pks), np.nan)
+        if name in model_names:
+            row = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
+        stmt = (select(EvalSession.target, EvalSession.targets, SessionObservation.target_index,
+                       SessionObservation.item_pk, SessionObservation.score)
+                .join(SessionObservation, SessionObservation.session_id == EvalSession.id)
+                .where(EvalSession.benchmark_id == benchmark.id))
+        for target, targets, t_index, item_pk, score in session.execute(stmt):
+            owner = target if not targets else targets[int(t_index)]
+            j = col.get(int(item_pk))
+            if owner == name and j is not None and np.isnan(row[j]):
+                row[j] = float(score)
+        if np.isnan(row).all():
+            errors.append({"field": f"previous.{k}",
+                           "detail": f"{name!r} has no scores and no session observations on {benchmark.name!r}"})
+        rows.append(row)
+    if errors:
+        raise InvalidInput(f"invalid previous: {errors[0]['detail']}", errors)
+    return rows
+
+
 def resolve_references(session: Session, refs: list[str] | str | None, targets: list[str],
-                        model_ids: list[str], model_names: list[str]) -> list[int]:
+                        model_ids: list[str], model_names: list[str], previous: list[str] | None = None) -> list[int]:
     """Row indices (into the benchmark's score matrix) of the reference models (never a target)."""
     refs = check_reference_form(refs)
+    previous = previous or []
     if refs is None or refs == "all":
-        rows = [i for i, name in enumerate(model_names) if name not in targets]
+        rows = [i for i, name in enumerate(model_names) if name not in targets and name not in previous]
     else:
         row_of_id = {m: i for i, m in enumerate(model_ids)}
         row_of_name = {n: i for i, n in enumerate(model_names)}
@@ -184,6 +245,9 @@ def resolve_references(session: Session, refs: list[str] | str | None, targets: 
             elif model_names[row] in targets:
                 errors.append({"field": f"reference_models.{k}",
                                "detail": f"the target {model_names[row]!r} cannot be its own reference"})
+            elif model_names[row] in previous:
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"{model_names[row]!r} is in previous; a checkpoint is not also a reference"})
             elif row not in rows:
                 rows.append(row)
         if errors:

@@ -36,6 +36,7 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
         "stop_reason": row.stop_reason, "next_items": list(row.next_items or []), "n_observed": row.n_observed,
         "estimate": row.estimate, "variance": row.variance, "ci": [row.ci_lo, row.ci_hi],
         "level": float((row.config or {}).get("level") or DEFAULT_LEVEL),
+        "previous": [p["model"] for p in (row.config or {}).get("previous") or []] or None,
         "method": row.method, "config": row.config, "hyperparameters": row.hyperparameters,
         "reference_models": row.reference_models,
         "created_at": row.created_at, "updated_at": row.updated_at,

@@ -39,6 +39,7 @@ class SessionConfig:
     stop: dict[str, Any] | None = None  # StopRule.as_dict(); None = the method's own rule (BayesAME's)
     level: float = DEFAULT_LEVEL  # the level of the session's ci (= stop.level when stop is given)
     max_items_fraction: float | None = None  # as requested; max_items holds the resolved count
+    previous: list[dict[str, Any]] | None = None  # earlier checkpoints in the prior (app.core.sequential.checkpoints)
 
     def validate(self) -> None:
         if self.method not in METHODS:
