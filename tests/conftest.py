@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from browser import chromium, live_server, module_live_server, phone_tab, tab  # noqa: F401  (browser fixtures)
 from fastapi.testclient import TestClient
 from helpers import NoJobsDispatcher, empty_all_tables, settings_for
@@ -118,6 +119,23 @@ def committed_client(committed_session_factory: sessionmaker[Session], database_
     app = create_app(settings, session_factory=committed_session_factory, dispatcher=dispatcher)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def pg_engine(engines: dict[str, Engine]) -> Iterator[Engine]:
+    engine = engines["postgresql"]
+    empty_all_tables(engine)
+    yield engine
+    empty_all_tables(engine)
+
+
+@pytest.fixture
+def redis_db(services: Services) -> Iterator[str]:
+    conn = redis.Redis.from_url(services.redis_url)
+    conn.flushdb()
+    yield services.redis_url
+    conn.flushdb()
+    conn.close()
 
 
 @pytest.fixture

@@ -9,14 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
-from helpers import empty_all_tables, wait_for_job
 from helpers import settings_for as make_test_settings
+from helpers import wait_for_job
 from lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
 from sqlalchemy import Engine, inspect
 
@@ -51,23 +49,6 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-
-
-@pytest.fixture
-def pg_engine(engines: dict[str, Engine]) -> Iterator[Engine]:
-    engine = engines["postgresql"]
-    empty_all_tables(engine)
-    yield engine
-    empty_all_tables(engine)
-
-
-@pytest.fixture
-def redis_db(services) -> Iterator[str]:
-    conn = redis.Redis.from_url(services.redis_url)
-    conn.flushdb()
-    yield services.redis_url
-    conn.flushdb()
-    conn.close()
 
 
 def celery_settings(pg_url: str, redis_url: str, **overrides: object) -> Settings:
