@@ -62,12 +62,13 @@ def test_batches_are_distinct_unobserved_items(method: str) -> None:
 
 
 def refgp_naive(est: RefGPEstimator) -> tuple[float, float]:
-    """E[R], Var[R] by the n-space GP formulas: K = Phi P0^-1 Phi^T + r2 I over all items."""
+    """E[R], Var[R] by the n-space GP formulas: K = Phi P0^-1 Phi^T + diag(r2 omega + rho2) over all items."""
     phi = est.features.phi[est.prior.bucket_of_item]
-    t0, t1, s2, r2 = np.exp(est._theta)
+    omega = est.features.omega[est.prior.bucket_of_item]
+    t0, t1, s2, r2, rho2 = np.exp(est._theta)
     P0inv = np.diag(np.concatenate([[t0, t1], np.full(phi.shape[1] - 2, s2)]))
     mean = phi @ est.features.m0
-    K = phi @ P0inv @ phi.T + r2 * np.eye(phi.shape[0])
+    K = phi @ P0inv @ phi.T + np.diag(r2 * omega + rho2)
     C = np.asarray(est.observed_items)
     U = np.setdiff1d(np.arange(phi.shape[0]), C)
     y = np.asarray(est._scores)
@@ -90,6 +91,21 @@ def test_refgp_matches_the_n_space_gp_and_the_variance_reduction_is_exact(kind: 
     est._install()
     assert np.allclose(m, est._m, atol=1e-9) and np.allclose(Sigma, est._Sigma, atol=1e-9)
     assert np.allclose(d, est._d, atol=1e-9)
+    # the evidence is the n-space Gaussian likelihood (+ the hyperprior)
+    from scipy.stats import multivariate_normal
+
+    from app.core.sequential.refgp import PRIOR_SDS, neg_log_evidence
+    C = np.asarray(est.observed_items)
+    phiC = est.features.phi[est.prior.bucket_of_item[C]]
+    t0, t1, s2, r2, rho2 = np.exp(est._theta)
+    P0inv = np.diag(np.concatenate([[t0, t1], np.full(phiC.shape[1] - 2, s2)]))
+    cov = phiC @ P0inv @ phiC.T + np.diag(r2 * est.features.omega[est.prior.bucket_of_item[C]] + rho2)
+    ll = multivariate_normal(phiC @ est.features.m0, cov).logpdf(np.asarray(est._scores))
+    obs = np.flatnonzero(est._cnt)
+    nle = neg_log_evidence(est._theta, est._phi[obs], est.features.omega[obs], est._cnt[obs], est._ysum[obs],
+                           est._yysum[obs], est.features.m0, est.features.centers)
+    pen = 0.5 * float((((est._theta - est.features.centers) / PRIOR_SDS) ** 2).sum())
+    assert nle == pytest.approx(-ll + pen, rel=1e-8)
     # Delta_j = Var[R] now - Var[R] after observing j (no refit), for every candidate bucket
     delta = est.variance_reduction()
     N2 = est.n_items ** 2

@@ -3,30 +3,32 @@
 A Bayesian linear model (a Gaussian process with a low-rank linear kernel) over the target's item
 scores, whose item features are the reference models' scores on the item:
 
-    f_i = phi_i^T beta + e_i,   phi_i = [1, u_i - u_bar, z_i],   e_i ~ N(0, r2) i.i.d.,
+    f_i = phi_i^T beta + e_i,   phi_i = [1, u_i - u_bar, z_i],   e_i ~ N(0, nu_i),  nu_i = r2 w_i + rho2,
     beta ~ N(m0, diag(tau0, tau1, s2 I_K)),  m0 = [u_bar, 1, 0, ..., 0],
 
-with ``u_i`` the reference mean of item i, ``z_i`` its centred reference scores
+with ``u_i`` the reference mean of item i and ``z_i`` its centred reference scores
 (``(x_i - u_i) / sqrt(M - 1)``, ProEval's linear-kernel features) projected on the top ``K`` principal
-directions over items (exact when ``K = rank``; the rest goes to the residual). The constant lets
-the target sit above or below every reference (extrapolation), the item-mean slope lets it spread
-difficulty more or less than the references do, ``r2`` is the item-level residual. Observed scores
-are exact (continuous scores are used as such); the benchmark mean is
+directions over items (the structure shared by models); ``w_i`` is what the references' variance on
+the item leaves unexplained by those K directions, so the residual is heteroscedastic (an item every
+reference solves has little residual), ``rho2`` a floor. The constant lets the target sit above or
+below every reference (extrapolation), the item-mean slope lets it spread difficulty more or less.
+Observed scores are exact (continuous scores are used as such); the benchmark mean is
 
     R = (sum_{observed} y_i + sum_{unobserved} f_i) / N,
-    E[R] = (sum y + S^T m) / N,  Var[R] = (S^T Sigma S + |U| r2) / N^2,  S = sum_{unobserved} phi_i,
+    E[R] = (sum y + S^T m) / N,  Var[R] = (S^T Sigma S + sum_{unobserved} nu_i) / N^2,  S = sum_U phi_i,
 
 so the variance goes to 0 as the benchmark is exhausted (finite population). ``(m, Sigma)`` is the
 posterior of ``beta`` (D = K + 2 dimensions; Woodbury in feature space). Each observation is a rank-one
 update, O(B D) with B distinct reference-score vectors (buckets). The next item maximizes the
 reduction of Var[R] (integral variance reduction): observing j removes
 
-    Delta_j = (phi_j^T Sigma S + r2)^2 / (phi_j^T Sigma phi_j + r2)
+    Delta_j = (phi_j^T Sigma S + nu_j)^2 / (phi_j^T Sigma phi_j + nu_j)
 
-(greedy with fantasized updates for batches). Hyperparameters ``(tau0, tau1, s2, r2)`` are the MAP
-of the marginal likelihood under weak log-normal priors centred on values read off the
+(greedy with fantasized updates for batches). Hyperparameters ``(tau0, tau1, s2, r2, rho2)`` are the
+MAP of the marginal likelihood under weak log-normal priors centred on values read off the
 references; they are refit on a geometric schedule (n grows by 25%, at most ``refit_every`` apart)
-from warm starts with a bounded number of L-BFGS steps, each O(D^3 + B D^2).
+from warm starts with a bounded number of L-BFGS steps, each evaluation O(n_b D^2 + D^3) over the
+n_b observed buckets, then one O(B D^2) refresh.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ from .base import ItemEstimator, derived, one_blas_thread, store_derived
 from .config import SessionConfig
 from .prior import BucketPrior
 
-K_MAX = 96  # principal directions of the reference scores kept as features
-PRIOR_SD = 2.0  # sd of the log-normal hyperpriors
+K_MAX = 16  # principal directions of the reference scores kept as features (the shared structure)
+PRIOR_SD = 2.0  # sd of the log-normal hyperpriors of tau0, tau1, s2, r2
+RHO_SD = 0.5  # rho2's is tighter: the items selection favours say little about the floor
+PRIOR_SDS = np.array([PRIOR_SD] * 4 + [RHO_SD])
+RHO_FACTOR = 0.1  # rho2's centre, x the mean item variance over references
 REFIT_GROWTH = 0.25
 REFIT_MAXITER = 30
 LOG_2PI = math.log(2.0 * math.pi)
@@ -55,8 +60,9 @@ class RefFeatures:
     """Item features of a reference set, by bucket (shared by all sessions of a prior)."""
 
     phi: np.ndarray  # (B, D) = [1, u - u_bar, z @ U_K]
+    omega: np.ndarray  # (B,) reference variance left unexplained by the K directions
     m0: np.ndarray  # (D,) prior mean of beta
-    centers: np.ndarray  # (4,) log hyperprior centres: tau0, tau1, s2, r2
+    centers: np.ndarray  # (5,) log hyperprior centres: tau0, tau1, s2, r2, rho2
     u_bar: float
 
     @property
@@ -84,14 +90,16 @@ def ref_features(prior: BucketPrior) -> RefFeatures:
     keep = min(keep, K_MAX)
     F = Z @ U[:, :keep]
     phi = np.column_stack([np.ones_like(u), u - u_bar, F])
-    mean_item_var = float(Nb @ np.einsum("ij,ij->i", Z, Z) / N)
+    item_var = np.einsum("ij,ij->i", Z, Z)
+    omega = np.maximum(item_var - np.einsum("ij,ij->i", F, F), 0.0)
+    mean_item_var = max(float(Nb @ item_var / N), 1e-8)
     model_means = Nb @ V / N
     var_models = float(np.var(model_means, ddof=1)) if M > 1 else 0.0
-    r2 = max(0.3 * mean_item_var, 1e-6)
-    centers = np.log([max(4.0 * var_models, 1e-4), 0.25, 0.7, r2])
+    centers = np.log([max(4.0 * var_models, 1e-4), 0.25, 1.0, 1.0, RHO_FACTOR * mean_item_var])
     m0 = np.zeros(phi.shape[1])
     m0[0], m0[1] = u_bar, 1.0
-    return store_derived(prior, "refgp_features", RefFeatures(np.ascontiguousarray(phi), m0, centers, u_bar))  # type: ignore[no-any-return]
+    return store_derived(prior, "refgp_features",  # type: ignore[no-any-return]
+                         RefFeatures(np.ascontiguousarray(phi), omega, m0, centers, u_bar))
 
 
 def _chol(A: np.ndarray) -> np.ndarray:
@@ -106,25 +114,38 @@ def _chol(A: np.ndarray) -> np.ndarray:
     raise LinAlgError("posterior precision is not positive definite")
 
 
-def neg_log_evidence(theta: np.ndarray, G: np.ndarray, h: np.ndarray, yy: float, n: int, m0: np.ndarray,
-                     n_feat: int, centers: np.ndarray) -> float:
-    """-log p(y_C | theta) - log p(theta) from the sufficient statistics ``G = Phi_C^T Phi_C``,
-    ``h = Phi_C^T y``, ``yy = y^T y`` (matrix determinant lemma and Woodbury in feature space)."""
-    t0, t1, s2, r2 = np.exp(theta)
-    p0 = np.concatenate([[1.0 / t0, 1.0 / t1], np.full(n_feat, 1.0 / s2)])
-    c = h - G @ m0
-    yty = yy - 2.0 * float(m0 @ h) + float(m0 @ G @ m0)
-    Lam = G / r2
+def prior_precision(theta: np.ndarray, n_feat: int) -> np.ndarray:
+    t0, t1, s2 = np.exp(theta[:3])
+    return np.concatenate([[1.0 / t0, 1.0 / t1], np.full(n_feat, 1.0 / s2)])
+
+
+def residual_variance(theta: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """``nu = r2 omega + rho2`` per bucket."""
+    return np.asarray(math.exp(theta[3]) * omega + math.exp(theta[4]))
+
+
+def neg_log_evidence(theta: np.ndarray, phi: np.ndarray, omega: np.ndarray, cnt: np.ndarray, ysum: np.ndarray,
+                     yysum: np.ndarray, m0: np.ndarray, centers: np.ndarray) -> float:
+    """-log p(y_C | theta) - log p(theta) over the observed buckets (``phi``, ``omega`` their rows;
+    ``cnt``, ``ysum``, ``yysum`` the count, sum and sum of squares of their scores): matrix
+    determinant lemma and Woodbury in feature space, O(n_b D^2 + D^3)."""
+    p0 = prior_precision(theta, phi.shape[1] - 2)
+    nu = residual_variance(theta, omega)
+    wt = cnt / nu
+    r = ysum - cnt * (phi @ m0)  # per-bucket sum of (y - phi m0)
+    rr = yysum - 2.0 * ysum * (phi @ m0) + cnt * (phi @ m0) ** 2  # per-bucket sum of (y - phi m0)^2
+    c = phi.T @ (r / nu)
+    Lam = (phi * wt[:, None]).T @ phi
     Lam[np.diag_indices_from(Lam)] += p0
     try:
         L = _chol(Lam)
     except LinAlgError:
         return 1e30
-    a = solve_triangular(L, c, lower=True, check_finite=False) / r2
-    quad = yty / r2 - float(a @ a)
-    logdet = 2.0 * float(np.log(np.diag(L)).sum()) - float(np.log(p0).sum()) + n * math.log(r2)
-    penalty = 0.5 * float((((theta - centers) / PRIOR_SD) ** 2).sum())
-    return float(0.5 * (quad + logdet + n * LOG_2PI) + penalty)
+    a = solve_triangular(L, c, lower=True, check_finite=False)
+    quad = float((rr / nu).sum()) - float(a @ a)
+    logdet = 2.0 * float(np.log(np.diag(L)).sum()) - float(np.log(p0).sum()) + float((cnt * np.log(nu)).sum())
+    penalty = 0.5 * float((((theta - centers) / PRIOR_SDS) ** 2).sum())
+    return float(0.5 * (quad + logdet + float(cnt.sum()) * LOG_2PI) + penalty)
 
 
 class RefGPEstimator(ItemEstimator):
@@ -136,14 +157,13 @@ class RefGPEstimator(ItemEstimator):
         super().__init__(prior, config)
         self.features = feats = ref_features(prior)
         self._phi = feats.phi
-        D = feats.dim
-        self._n_feat = D - 2
-        self._w = prior.bucket_sizes.astype(np.float64)
+        self._n_feat = feats.dim - 2
+        B = prior.n_buckets
+        self._w = prior.bucket_sizes.astype(np.float64)  # unobserved items per bucket
         self._S = self._phi.T @ self._w
-        self._nU = float(self.n_items)
-        self._G = np.zeros((D, D))
-        self._h = np.zeros(D)
-        self._yy = 0.0
+        self._cnt = np.zeros(B)  # observed: count, sum and sum of squares of the scores per bucket
+        self._ysum = np.zeros(B)
+        self._yysum = np.zeros(B)
         self._theta = feats.centers.copy()
         self._next_refit = 3
         self._install()
@@ -152,41 +172,41 @@ class RefGPEstimator(ItemEstimator):
     # ------------------------------------------------------------------ posterior
     @property
     def hyperparameters(self) -> dict[str, Any]:
-        t0, t1, s2, r2 = (float(v) for v in np.exp(self._theta))
-        return {"tau0": t0, "tau1": t1, "s2": s2, "r2": r2, "n_features": int(self._n_feat)}
-
-    @property
-    def _r2(self) -> float:
-        return float(math.exp(self._theta[3]))
+        t0, t1, s2, r2, rho2 = (float(v) for v in np.exp(self._theta))
+        return {"tau0": t0, "tau1": t1, "s2": s2, "r2": r2, "rho2": rho2, "n_features": int(self._n_feat)}
 
     def _install(self) -> None:
-        """Posterior (m, Sigma) and the per-bucket variances d from the statistics: O(D^3 + B D^2)."""
-        t0, t1, s2, r2 = np.exp(self._theta)
-        p0 = np.concatenate([[1.0 / t0, 1.0 / t1], np.full(self._n_feat, 1.0 / s2)])
-        Lam = self._G / r2
+        """Posterior (m, Sigma), residuals nu and per-bucket variances d from the per-bucket
+        statistics: O(n_b D^2 + D^3 + B D^2)."""
+        p0 = prior_precision(self._theta, self._n_feat)
+        self._nu = residual_variance(self._theta, self.features.omega)
+        obs = np.flatnonzero(self._cnt)
+        phi_o = self._phi[obs]
+        Lam = (phi_o * (self._cnt[obs] / self._nu[obs])[:, None]).T @ phi_o
         Lam[np.diag_indices_from(Lam)] += p0
         L = _chol(Lam)
         Sigma = cho_solve((L, True), np.eye(Lam.shape[0]), check_finite=False)
         self._Sigma = 0.5 * (Sigma + Sigma.T)
-        self._m = self._Sigma @ (p0 * self.features.m0 + self._h / r2)
+        self._m = self._Sigma @ (p0 * self.features.m0 + phi_o.T @ (self._ysum[obs] / self._nu[obs]))
         self._d = np.einsum("ij,ij->i", self._phi @ self._Sigma, self._phi)
+        self._nu_U = float(self._w @ self._nu)
 
     def _update(self, item: int, score: float) -> None:
         b = int(self.prior.bucket_of_item[item])
         phi = self._phi[b]
-        r2 = self._r2
+        nu = float(self._nu[b])
         g = self._Sigma @ phi
-        den = r2 + float(phi @ g)
+        den = nu + float(phi @ g)
         self._m = self._m + g * ((score - float(phi @ self._m)) / den)
         self._Sigma -= np.outer(g, g) / den
         self._d -= (self._phi @ g) ** 2 / den
         np.maximum(self._d, 0.0, out=self._d)
         self._w[b] -= 1.0
         self._S = self._S - phi
-        self._nU -= 1.0
-        self._G += np.outer(phi, phi)
-        self._h += phi * score
-        self._yy += score * score
+        self._nu_U -= nu
+        self._cnt[b] += 1.0
+        self._ysum[b] += score
+        self._yysum[b] += score * score
 
     def _after_observe(self) -> None:
         n = self.n_observed
@@ -200,25 +220,24 @@ class RefGPEstimator(ItemEstimator):
 
     def refit(self) -> None:
         """MAP hyperparameters from the current observations (warm start, bounded L-BFGS)."""
-        c = self.features.centers
         with one_blas_thread():
-            self._refit(c)
-
-    def _refit(self, c: np.ndarray) -> None:
-        res = minimize(neg_log_evidence, self._theta,
-                       args=(self._G, self._h, self._yy, self.n_observed, self.features.m0, self._n_feat, c),
-                       method="L-BFGS-B", bounds=[(ci - 4 * PRIOR_SD, ci + 4 * PRIOR_SD) for ci in c],
-                       options={"maxiter": REFIT_MAXITER})
-        if np.all(np.isfinite(res.x)):
-            self._theta = np.asarray(res.x, dtype=np.float64)
-        self.n_refits += 1
-        self._install()
+            c = self.features.centers
+            obs = np.flatnonzero(self._cnt)
+            res = minimize(neg_log_evidence, self._theta,
+                           args=(self._phi[obs], self.features.omega[obs], self._cnt[obs], self._ysum[obs],
+                                 self._yysum[obs], self.features.m0, c),
+                           method="L-BFGS-B", bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, PRIOR_SDS)],
+                           options={"maxiter": REFIT_MAXITER})
+            if np.all(np.isfinite(res.x)):
+                self._theta = np.asarray(res.x, dtype=np.float64)
+            self.n_refits += 1
+            self._install()
 
     def _set_estimate(self) -> None:
         N = float(self.n_items)
         S = self._S
         self.estimate = float((self._sum_s + float(S @ self._m)) / N)
-        var = (float(S @ self._Sigma @ S) + self._nU * self._r2) / (N * N)
+        var = (float(S @ self._Sigma @ S) + max(self._nu_U, 0.0)) / (N * N)
         self.variance = float(max(var, 0.0))
 
     def variance_reduction(self) -> np.ndarray:
@@ -226,9 +245,8 @@ class RefGPEstimator(ItemEstimator):
         return self._scores_of(self._Sigma, self._S, self._d, self._w)
 
     def _scores_of(self, Sigma: np.ndarray, S: np.ndarray, d: np.ndarray, w: np.ndarray) -> np.ndarray:
-        r2 = self._r2
         t = self._phi @ (Sigma @ S)
-        score = (t + r2) ** 2 / (d + r2)
+        score = (t + self._nu) ** 2 / (d + self._nu)
         score[w <= 0] = -np.inf
         return np.asarray(score)
 
@@ -236,7 +254,6 @@ class RefGPEstimator(ItemEstimator):
         p = self.prior
         rng = np.random.default_rng([self.config.seed, self.n_observed])
         Sigma, S, d, w = self._Sigma, self._S, self._d, self._w
-        r2 = self._r2
         picked: list[int] = []
         for j in range(k):
             b = int(np.argmax(self._scores_of(Sigma, S, d, w)))
@@ -250,7 +267,7 @@ class RefGPEstimator(ItemEstimator):
                     Sigma, S, d, w = Sigma.copy(), S.copy(), d.copy(), w.copy()
                 phi = self._phi[b]
                 g = Sigma @ phi
-                den = r2 + float(phi @ g)
+                den = float(self._nu[b]) + float(phi @ g)
                 Sigma -= np.outer(g, g) / den
                 d = np.maximum(d - (self._phi @ g) ** 2 / den, 0.0)
                 w[b] -= 1.0
