@@ -85,3 +85,24 @@ def lighteval_details(out_dir: Path, *, splits: dict[str, int], task: str = "loc
     details = next(out_dir.glob("details/**/details_*.parquet"))
     results = next(out_dir.glob("results/**/results_*.json"))
     return details, results, expected
+
+
+LM_EVAL_TASK = "evalplan_arith"
+
+
+def lm_eval_task_dir(folder: Path, n: int = 48) -> Path:
+    """A local lm-eval multiple-choice task ``evalplan_arith`` (``n`` docs in a JSONL file) for ``include_path``."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "arith.jsonl"
+    with data.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"question": f"What is {i} plus {i}?", "choices": [str(2 * i), str(2 * i + 1), str(i)],
+                                 "label": 0}) + "\n")
+    (folder / f"{LM_EVAL_TASK}.yaml").write_text(
+        f"task: {LM_EVAL_TASK}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: \"{{question}}\"\n"
+        "doc_to_choice: \"{{choices}}\"\ndoc_to_target: label\n"
+        "metric_list:\n  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n")
+    return folder
