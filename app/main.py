@@ -22,6 +22,7 @@ from app.hidden_states import routes as hidden_states
 from app.imports import routes as imports
 from app.jobs import routes as jobs
 from app.kit.db import engine_for, make_session_factory
+from app.kit.input_guard import InputGuardMiddleware
 from app.kit.jobs import Dispatcher
 from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
 from app.kit.problems import install_problem_handlers
@@ -100,5 +101,6 @@ def create_app(
         return scope["app"].state.session_factory
 
     app.add_middleware(IdempotencyMiddleware, session_factory_getter=factory_of)
+    app.add_middleware(InputGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
     return app

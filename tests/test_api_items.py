@@ -196,6 +196,9 @@ def test_duplicate_id_in_one_upload(client, seeded) -> None:
     ('{"id": "x", "prompt": "nul \\u0000 inside"}', "prompt"),
     ('{"id": "x", "prompt": "p", "target": "nul \\u0000"}', "target"),
     ('{"id": "x\\u0000", "prompt": "p"}', "id"),
+    ('{"id": "x", "prompt": "p", "fields": {"a": {"b": "\\u0000"}}}', "fields.a.b"),
+    ('{"id": "x", "prompt": "p", "fields": {"a": [1, NaN]}}', None),
+    ('{"id": "x", "prompt": "p", "fields": {"a": 1e999}}', None),
 ])
 def test_bad_field_names_row_and_column(client, seeded, line: str, column: str) -> None:
     body = assert_problem(client.post("/v1/benchmarks/b/items", headers=NDJSON, content=bad_lines(line)), 422)
@@ -243,7 +246,7 @@ def test_score_only_items_get_text_on_item_upload(client, bench) -> None:
 
 def test_fields_keep_unicode_and_nesting(client, bench) -> None:
     record = {"id": "u", "prompt": "héllo ✓", "fields": {"choices": ["a", "b"], "meta": {"n": 1.5, "ok": True},
-                                                       "weird": "tab\tand \u0000 nul"}}
+                                                       "weird": "tab\tand \u2028 separator"}}
     assert client.post("/v1/benchmarks/b/items", content=jsonl([record]), headers=NDJSON).json()["created"] == 1
     item = all_items(client)[0]
     assert item["prompt"] == "héllo ✓"

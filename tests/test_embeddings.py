@@ -3,6 +3,7 @@ by (text hash, model), truncation counts, loading for coresets, and ``POST /v1/e
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -262,11 +263,30 @@ def test_post_embeddings_runs_a_gpu_queue_job(committed_client) -> None:
 
 
 def test_post_embeddings_with_an_unloadable_model_fails_the_job(committed_client) -> None:
+    """An allow-listed model that does not load fails the job with a 422 that shows no server detail."""
     upload(committed_client, "qa", ITEMS[:1])
+    settings = committed_client.app.state.settings
+    committed_client.app.state.settings = settings.model_copy(
+        update={"embedding_models": ["/nonexistent/model/folder"]})
     r = committed_client.post("/v1/embeddings", json={"benchmarks": ["qa"], "model": "/nonexistent/model/folder"})
     job = wait_for_job(committed_client, r.json()["job"]["id"], timeout=120)
     assert job["status"] == "failed" and job["error"]["status"] == 422
     assert "could not load embedding model" in job["error"]["detail"]
+    assert "OSError" not in str(job["error"]) and "No such file" not in str(job["error"])
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "/etc", "../../etc/hosts", "sentence-transformers/all-mpnet-base-v2"])
+def test_embedding_models_come_from_the_allow_list_only(client, name: str) -> None:
+    """Any name or path not configured is refused before anything is loaded, and the error never
+    says what exists on the server (no "is a file" / "not a directory" probing)."""
+    for route, body in (("/v1/embeddings", {"benchmarks": ["x"], "model": name}),
+                        ("/v1/coresets", {"method": "random", "benchmarks": ["x"], "budget": 1,
+                                          "embedding_model": name})):
+        problem = assert_problem(client.post(route, json=body), 422)
+        text = json.dumps(problem)
+        assert "not configured" in problem["detail"]
+        for leak in ("is a file", "directory", "No such file", "passwd:", "root:"):
+            assert leak not in text
 
 
 def test_post_embeddings_rejects_bad_requests(client) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from app.kit.schemas import RequestModel
 
 
-class BacktestCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BacktestCreate(RequestModel):
 
     benchmarks: str | list[str] = Field(description="One benchmark name/id, or a list (rows are tagged `benchmark`).")
     sequential: bool = Field(False, description="true: replay held-out models as session targets for each session "
@@ -17,13 +18,13 @@ class BacktestCreate(BaseModel):
                                                 "methods (default all), budgets are item counts (default 25, 50, "
                                                 "100, 200), level defaults to 0.95, and stop / regimes / n_targets "
                                                 "/ reference_cap / max_items / seed apply.")
-    methods: list[str] | None = Field(None, min_length=1,
+    methods: list[str] | None = Field(None, min_length=1, max_length=100,
                                       description='Selectors: "random", "irt" and the score-based methods '
                                                   "(required); with sequential: session methods.")
     predictors: list[str] | dict[str, str | list[str]] | None = Field(
         None, description="A list applied to every method, or method -> name(s); default per method "
                           "(random: mean, anchor_points: weighted_mean, irt: gp_irt, else kernel_ridge).")
-    budgets: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.15], min_length=1,
+    budgets: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.15], min_length=1, max_length=100,
                                  description="Coreset sizes as fractions of the items, in (0, 1].")
     n_reference: int = Field(30, description="Reference models per trial: 3 <= n_reference < number of models.")
     split: str = Field("stratified", description="random, stratified (10 score bins) or extrapolation.")

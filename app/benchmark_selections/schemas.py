@@ -8,36 +8,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from app.kit.schemas import UtcDatetime
+from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime
 
 
-class MatrixIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MatrixIn(RequestModel):
 
     models: list[str] = Field(description="Row names (distinct).")
     benchmarks: list[str] = Field(description="Column names (distinct).")
     values: list[list[Any]] = Field(description="models x benchmarks; null = missing.")
 
 
-class BenchmarkSelectionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BenchmarkSelectionCreate(RequestModel):
 
     matrix: MatrixIn | None = Field(None, description="An uploaded models x benchmarks summary matrix.")
     benchmarks: list[str] | None = Field(
         None, description="Benchmark names or ids; the matrix is each model's mean item score per benchmark.")
     metric: str | None = Field(None, description="With `benchmarks`: the score metric (default: each benchmark's).")
     models: list[str] | None = Field(None, description="With `benchmarks`: restrict to these models (names or ids).")
-    k: int = Field(description="Number of benchmarks to select, 1 <= k < B.")
+    k: int = Field(ge=1, le=MAX_COUNT, description="Number of benchmarks to select, 1 <= k < B.")
     method: str = Field("facility_location", description="facility_location, entropy or mutual_information.")
-    seed: int = 0
+    seed: Seed = 0
     ridge: float = Field(1e-3, gt=0, description="Relative ridge for the log-det methods (see app.core).")
     test_fraction: float = Field(0.0, ge=0, lt=1, description="Share of models held out to report test R^2 (eq. 9).")
 
 
-class BenchmarkSelectionPredict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BenchmarkSelectionPredict(RequestModel):
 
     scores: dict[str, Any] = Field(description="Score of the target model on every selected benchmark.")
 

@@ -11,6 +11,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Benchmark, Item
+from app.kit import input_guard
 from app.kit.errors import ErrorCollector, InvalidInput
 from app.kit.pagination import Page, keyset_page
 from app.kit.validation import load_json
@@ -46,9 +47,11 @@ def parse_item_records(data: bytes, ndjson: bool) -> list[ItemRecord]:
             if not line.strip():
                 continue
             try:
-                raw.append((line_no, json.loads(line)))
+                raw.append((line_no, input_guard.loads(line, where=f"line {line_no}")))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 errors.add(f"invalid JSON: {exc}", row=line_no, column=None)
+            except input_guard.InputRejected as exc:
+                errors.add(exc.errors[0]["detail"], row=line_no, column=exc.errors[0]["field"])
     else:
         parsed = load_json(data)
         if isinstance(parsed, dict) and isinstance(parsed.get("items"), list):

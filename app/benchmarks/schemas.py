@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from app.kit.schemas import NAME_PATTERN, UtcDatetime
+from app.kit.schemas import NAME_PATTERN, RequestModel, UtcDatetime
 
 
-class BenchmarkCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BenchmarkCreate(RequestModel):
 
     name: str = Field(pattern=NAME_PATTERN, description="Unique name (no '/' or control characters).")
     capability: str | None = Field(None, max_length=200)

@@ -8,16 +8,30 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.scores import check_metric
-from app.db.models import Benchmark, Job
+from app.db.models import Benchmark, Item, Job, Score
+from app.kit.errors import NotFound
 from app.kit.jobs import create_job
 
 KIND = "score_stats"
 
 
+def _has_metric(session: Session, benchmark: Benchmark, metric: str) -> bool:
+    return session.scalars(select(Score.item_pk).join(Item, Item.pk == Score.item_pk).where(
+        Item.benchmark_id == benchmark.id, Score.metric == metric).limit(1)).first() is not None
+
+
 def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None,
                                                                                       Job | None, bool]:
     """Return (stats, None, False) if fresh stats exist, else (None, job, created)."""
+    given = metric is not None and metric != benchmark.default_metric
     metric = check_metric(metric or benchmark.default_metric)
+    if given and not _has_metric(session, benchmark, metric):
+        known = sorted(session.scalars(
+            select(Score.metric).join(Item, Item.pk == Score.item_pk)
+            .where(Item.benchmark_id == benchmark.id).distinct().limit(20)))
+        raise NotFound(f"benchmark {benchmark.name!r} has no scores under metric {metric!r}"
+                       + (f"; its metrics: {', '.join(known)}" if known else ""),
+                       [{"parameter": "metric", "detail": f"unknown metric {metric!r}"}])
     recent = session.scalars(
         select(Job).where(Job.kind == KIND, Job.benchmark_id == benchmark.id).order_by(Job.id.desc()).limit(50)
     )

@@ -23,6 +23,7 @@ from app.coresets.schemas import (
     CoresetSummary,
     PredictRequest,
 )
+from app.embeddings.service import allowed_model
 from app.kit.deps import AppSettings, DbSession, JobQueue, Pagination, accepted
 from app.kit.schemas import JobRef
 
@@ -32,6 +33,7 @@ router = APIRouter(prefix="/v1/coresets", tags=["coresets"])
 @router.post("", status_code=202, response_model=CoresetCreated)
 def create_coreset(body: CoresetCreate, session: DbSession, settings: AppSettings, jobs: JobQueue) -> JSONResponse:
     """Validate the request, store a pending coreset and start its selection job."""
+    allowed_model(settings, body.embedding_model, "embedding_model")
     coreset, job = coreset_service.create_coreset(session, CoresetRequest(**body.model_dump()),
                                                   settings.embedding_model)
     session.commit()

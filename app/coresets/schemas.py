@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.coresets.registry import METHODS, methods_description
-from app.kit.schemas import JobRef, UtcDatetime
+from app.kit.schemas import JobRef, RequestModel, Seed, UtcDatetime
 
 
-class CoresetCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CoresetCreate(RequestModel):
 
     name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$",
                              description="Shared name; each create adds a version.")
@@ -23,20 +22,18 @@ class CoresetCreate(BaseModel):
         None, description="Reference (calibration) models; for facility_location they tune alpha (papers/000 §4.1).")
     predictor: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    seed: int = 0
+    seed: Seed = 0
     embedding_model: str | None = Field(None, description="Default: EVALPLAN_EMBEDDING_MODEL.")
 
 
-class ScoreIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ScoreIn(RequestModel):
 
     benchmark: str
     item: str
     score: float
 
 
-class PredictRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PredictRequest(RequestModel):
 
     model: str | None = Field(None, description="The target model; without `scores`, its stored scores are used.")
     scores: list[ScoreIn] | None = None

@@ -21,7 +21,7 @@ async def embed(body: EmbeddingRequest, session: DbSession, settings: AppSetting
     Returns `202 {"job": {id, status}}`; the job's result counts cached, embedded, score-only and
     truncated items. Unknown benchmark: 404; a benchmark without any item text: 422.
     """
-    model = body.model or settings.embedding_model
+    model = embedding_service.allowed_model(settings, body.model, "model")
 
     def enqueue() -> tuple[str, str, str]:
         job = embedding_service.start_embedding_job(session, body.benchmarks, model)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from app.kit.schemas import RequestModel
 
 
-class EmbeddingRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+class EmbeddingRequest(RequestModel):
+    model_config = ConfigDict(protected_namespaces=())
 
     benchmarks: list[str] = Field(
         min_length=1, max_length=1000,

@@ -12,6 +12,7 @@ Coreset jobs that need embeddings call :func:`ensure_embeddings` first, inside t
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from app.embeddings.repository import (
 )
 from app.kit.errors import InvalidInput
 from app.kit.jobs import create_job
+from app.kit.settings import Settings
 
 KIND = "embed"
 BATCH_SIZE = 64
@@ -39,6 +41,8 @@ STORE_CHUNK = 1024  # texts encoded, then committed, at a time (a cancelled job 
 MAX_REPORTED_TRUNCATED = 20
 
 FractionProgress = Callable[[float], None]
+
+log = logging.getLogger(__name__)
 
 
 def ensure_embeddings(
@@ -91,7 +95,9 @@ def ensure_embeddings(
         try:
             embedder = load_embedder(model_name, device)
         except EmbedderLoadError as exc:
-            raise InvalidInput(str(exc), [{"field": "model", "detail": str(exc)}]) from None
+            log.error("embedding model %r failed to load: %s", model_name, exc)
+            raise InvalidInput(f"could not load embedding model {model_name!r} on this server",
+                               [{"field": "model", "detail": "failed to load; the server log has the cause"}]) from None
         texts = [text_of[h] for h in missing]
         counts = embedder.token_counts(texts)
         cut = embedder.truncated(counts)
@@ -148,6 +154,27 @@ def ensure_embeddings(
         "max_seq_length": known.max_seq_length if known is not None else None,
         "seconds": round(time.perf_counter() - started, 4),
     }
+
+
+def _public(name: str) -> bool:
+    """A configured name that may be shown in an error: a registry id, not a filesystem path."""
+    return not (name.startswith(("/", ".", "~")) or "\\" in name or ":" in name)
+
+
+def allowed_model(settings: Settings, name: str | None, field: str) -> str:
+    """``name`` (default: ``settings.embedding_model``) when it is on the allow-list; otherwise 422
+    naming the allowed models that are not paths. Nothing is looked up on disk or the hub first."""
+    if name is None:
+        return settings.embedding_model
+    allowed = settings.allowed_embedding_models
+    if name not in allowed:
+        shown = [m for m in allowed if _public(m)]
+        raise InvalidInput(
+            f"{field}: embedding model {name[:100]!r} is not configured on this server"
+            + (f"; allowed: {', '.join(shown)}" if shown else ""),
+            [{"field": field, "detail": "not on the allow-list (settings EVALPLAN_EMBEDDING_MODEL, "
+                                        "EVALPLAN_EMBEDDING_MODELS)"}])
+    return name
 
 
 def start_embedding_job(session: Session, benchmark_refs: Sequence[str], model_name: str) -> Job:

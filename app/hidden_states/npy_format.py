@@ -15,12 +15,15 @@ from typing import IO, Any
 import numpy as np
 from numpy.lib import format as npformat
 
+from app.kit import input_guard
 from app.kit.errors import InvalidInput
 
 DTYPES = {np.dtype("<f2"): "float16", np.dtype("<f4"): "float32"}
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
-MAX_NAMED = 20  # unknown / missing item ids listed in an error
+MAX_NAMED = 20
+MAX_ROWS = 1 << 24  # items in one upload
+MAX_WIDTH = 1 << 17  # hidden-state width (largest LLMs are ~16k)  # unknown / missing item ids listed in an error
 
 
 def bad_file(detail: str, field: str = "file", **extra: Any) -> InvalidInput:
@@ -48,9 +51,29 @@ def read_header(fp: IO[bytes], what: str) -> tuple[int, int, np.dtype]:
     if fortran:
         raise bad_file(f"{what} is stored in Fortran order; save it in C order (np.ascontiguousarray)")
     n, d = int(shape[0]), int(shape[1])
-    if n == 0 or d == 0:
+    if n <= 0 or d <= 0:
         raise bad_file(f"{what} has shape ({n}, {d}); it needs at least one row and one column", shape=[n, d])
+    if n > MAX_ROWS or d > MAX_WIDTH:
+        raise bad_file(f"{what} has shape ({n}, {d}); at most {MAX_ROWS} rows and {MAX_WIDTH} columns",
+                       shape=[n, d])
+    remaining = _remaining_bytes(fp)
+    if remaining is not None and n * d * dtype.itemsize > remaining:
+        raise bad_file(f"malformed {what}: it announces shape ({n}, {d}) = {n * d * dtype.itemsize} bytes of data, "
+                       f"but only {remaining} bytes follow the header", shape=[n, d])
     return n, d, dtype
+
+
+def _remaining_bytes(fp: IO[bytes]) -> int | None:
+    """Bytes left after the current position of a seekable file (None when it cannot seek)."""
+    try:
+        if not fp.seekable():
+            return None
+        here = fp.tell()
+        end = fp.seek(0, 2)
+        fp.seek(here)
+        return int(end - here)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _read_exact(fp: IO[bytes], size: int) -> bytes:
@@ -96,9 +119,11 @@ def parse_items_field(items: str | None, n: int) -> list[str]:
         raise bad_file("a .npy upload needs the `items` field: the item ids as a JSON list, in row order",
                    field="items")
     try:
-        ids = json.loads(items)
+        ids = input_guard.loads(items, where="form")
     except json.JSONDecodeError as exc:
         raise bad_file(f"`items` is not valid JSON: {exc}", field="items") from None
+    except input_guard.InputRejected as exc:
+        raise bad_file(f"`items`: {exc.errors[0]['detail']}", field="items") from None
     if not isinstance(ids, list) or not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids):
         raise bad_file("`items` must be a JSON list of item ids (strings)", field="items")
     ids = [str(i) for i in ids]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.kit import input_guard
 from app.kit.errors import ErrorCollector, InvalidInput
 
 TASK_FILENAME_RE = re.compile(
@@ -172,9 +173,12 @@ def parse_samples(
         if not text:
             continue
         try:
-            record = json.loads(text)
+            record = input_guard.loads(text, where=f"line {row}", finite=False)
         except json.JSONDecodeError as exc:
             errors.add(f"invalid JSON: {exc}", row=row, column=None)
+            continue
+        except input_guard.InputRejected as exc:
+            errors.add(exc.errors[0]["detail"], row=row, column=exc.errors[0]["field"])
             continue
         if not isinstance(record, dict):
             errors.add(
@@ -223,6 +227,12 @@ def parse_samples(
         if not isinstance(doc, dict):
             errors.add(f"doc must be a JSON object, got {_short(doc)}", row=row, column="doc")
             ok = False
+        else:
+            try:  # the doc becomes the item's fields: finite numbers only
+                input_guard.check_json_value(doc, where=f"line {row}", prefix=("doc",))
+            except input_guard.InputRejected as exc:
+                errors.add(exc.errors[0]["detail"], row=row, column=exc.errors[0]["field"])
+                ok = False
 
         # Keep only the filter that can still be chosen: the explicit one, else "none"
         # or (until "none" shows up) the first filter seen.

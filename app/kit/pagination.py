@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import ColumnElement, and_, or_
 from sqlalchemy.orm import Session
 
+from app.kit import input_guard
 from app.kit.errors import InvalidInput
 
 T = TypeVar("T")
@@ -51,8 +52,8 @@ def decode_cursor(cursor: str | None) -> Any:
         return None
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        return json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, json.JSONDecodeError):
+        return input_guard.loads(base64.urlsafe_b64decode(padded.encode()), where="query")
+    except (ValueError, json.JSONDecodeError, input_guard.InputRejected):
         raise invalid_cursor() from None
 
 

@@ -125,4 +125,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(500, "Internal Server Error",
-                                "an unexpected error occurred; it has been logged", instance=request.url.path)
+                                "an unexpected error occurred; it has been logged", instance=request.url.path,
+                                headers={"Connection": "close"})

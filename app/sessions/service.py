@@ -49,6 +49,7 @@ from app.sessions.validation import (
     MAX_OBSERVATIONS_PER_REQUEST,
     ObservationIn,
     SessionRequest,
+    check_sizes,
     check_stop_fits,
     config_dict,
     config_of,
@@ -71,6 +72,7 @@ def create_session(session: Session, request: SessionRequest) -> EvalSession:
         raise InvalidInput(f"benchmark {benchmark.name!r} has no items",
                            [{"field": "benchmark", "detail": "upload items or scores first"}])
     config = config_of(request, len(matrix.item_pks))
+    check_sizes(config, len(matrix.item_pks))
     target, targets = resolve_targets(session, request)
     n_latent = n_latent_of(request, config) if targets is not None else None
     check_stop_fits(config, benchmark, targets is not None)

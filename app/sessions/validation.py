@@ -127,6 +127,14 @@ def check_stop_fits(config: Any, benchmark: Benchmark, multi_target: bool) -> No
                            [{"field": "stop.anytime_valid", "detail": "the benchmark's scores are unbounded"}])
 
 
+def check_sizes(config: Any, n_items: int) -> None:
+    """422 when a size parameter exceeds the benchmark: ``batch_size`` proposes that many items per
+    step (and the estimator allocates per proposed item), so it is capped at the number of items."""
+    if config.batch_size > n_items:
+        raise InvalidInput(f"batch_size {config.batch_size} is larger than the benchmark's {n_items} items",
+                           [{"field": "batch_size", "detail": f"at most {n_items}"}])
+
+
 def config_dict(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 

@@ -26,8 +26,9 @@ from sklearn.utils import check_array
 class ParamSpec(NamedTuple):
     """A user-settable constructor parameter (besides ``k`` and ``seed``): its type(s), a description
     and the value rules a service checks before fitting (``app.kit.validation.check_params``):
-    ``choices``, a ``minimum`` (exclusive with ``exclusive_minimum``), ``nullable``; ``default`` is
-    the value used when the parameter is not given (None: the class's own default)."""
+    ``choices``, a ``minimum`` (exclusive with ``exclusive_minimum``), a ``maximum`` (a size cap: without
+    one an integer is capped at ``DEFAULT_INT_MAXIMUM``), ``nullable``; ``default`` is the value used when
+    the parameter is not given (None: the class's own default)."""
 
     type: type | tuple[type, ...]
     description: str
@@ -36,6 +37,11 @@ class ParamSpec(NamedTuple):
     exclusive_minimum: bool = False
     choices: tuple[Any, ...] = ()
     nullable: bool = False
+    maximum: float | None = None
+
+
+#: the cap of an integer parameter that declares no ``maximum`` (sizes, counts, iterations)
+DEFAULT_INT_MAXIMUM = 1_000_000
 
 
 def check_embeddings(embeddings: Any, dtype: type = np.float64) -> np.ndarray:

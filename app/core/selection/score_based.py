@@ -158,8 +158,8 @@ class AnchorPoints(_ScoreSelector):
     """
 
     PARAMS: ClassVar[dict[str, ParamSpec]] = {
-        "n_init": ParamSpec(int, "number of k-medoids++ restarts (>= 1); the lowest total distance wins"),
-        "max_iter": ParamSpec(int, "maximum alternating iterations per restart and PAM swaps (>= 1)"),
+        "n_init": ParamSpec(int, "number of k-medoids++ restarts (>= 1); the lowest total distance wins", maximum=1000),
+        "max_iter": ParamSpec(int, "maximum alternating iterations per restart and PAM swaps (>= 1)", maximum=100000),
         "swap": ParamSpec(str, "PAM SWAP refinement: 'auto' (if n <= 1000 items), 'always' or 'never'"),
     }
 
@@ -451,9 +451,9 @@ class RandomSearch(_ScoreSelector):
     """
 
     PARAMS: ClassVar[dict[str, ParamSpec]] = {
-        "n_trials": ParamSpec(int, "number of random coresets evaluated (paper: 10000)"),
+        "n_trials": ParamSpec(int, "number of random coresets evaluated (paper: 10000)", maximum=100000),
         "predictor": ParamSpec(str, "'ridge' (Search+) or 'kernel_ridge' (Search++)"),
-        "cv": ParamSpec(int, "number of cross-validation folds over reference models (>= 2)"),
+        "cv": ParamSpec(int, "number of cross-validation folds over reference models (>= 2)", maximum=100),
     }
     _min_models = 3
 
@@ -598,7 +598,7 @@ class PointBiserial(_ScoreSelector):
 MRMR_PARAMS: dict[str, ParamSpec] = {
     "scheme": ParamSpec(str, "'miq' (relevance / redundancy, default) or 'mid' (relevance - redundancy)"),
     "estimator": ParamSpec(str, "MI estimator: 'auto', 'plugin', 'ross', 'ksg' or 'ksg_pca'"),
-    "n_neighbors": ParamSpec(int, "kNN estimator neighbours (default 5 binary / 8 continuous)"),
+    "n_neighbors": ParamSpec(int, "kNN estimator neighbours (default 5 binary / 8 continuous)", maximum=10000),
 }
 
 SCORE_METHODS: dict[str, type] = {

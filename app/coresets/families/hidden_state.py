@@ -44,14 +44,15 @@ INPUTS = ("embeddings", "correctness")
 EXTRAPOLATION_TOLERANCE = 1e-12  # anchor means within this of the sources' range are inside it
 
 PARAMS: dict[str, ParamSpec] = {
-    "d_z": ParamSpec(int, "aligned embedding width (§2.2)", 32, minimum=1),
-    "epochs": ParamSpec(int, "maximum training epochs (early stopping on the validation split)", 100, minimum=1),
-    "hidden": ParamSpec(int, "width of the shared MLP", 64, minimum=1),
-    "proj_dim": ParamSpec(int, "width of each source's projection", 128, minimum=1),
+    "d_z": ParamSpec(int, "aligned embedding width (§2.2)", 32, minimum=1, maximum=4096),
+    "epochs": ParamSpec(int, "maximum training epochs (early stopping on the validation split)", 100, minimum=1,
+                        maximum=10000),
+    "hidden": ParamSpec(int, "width of the shared MLP", 64, minimum=1, maximum=4096),
+    "proj_dim": ParamSpec(int, "width of each source's projection", 128, minimum=1, maximum=4096),
     "lr": ParamSpec(float, "AdamW learning rate", 1e-3, minimum=0, exclusive_minimum=True),
     "weight_decay": ParamSpec(float, "weight decay", 1e-2, minimum=0),
-    "patience": ParamSpec(int, "early-stopping patience (epochs)", 10, minimum=1),
-    "batch_size": ParamSpec(int, "items per batch", 256, minimum=1),
+    "patience": ParamSpec(int, "early-stopping patience (epochs)", 10, minimum=1, maximum=10000),
+    "batch_size": ParamSpec(int, "items per batch", 256, minimum=1, maximum=65536),
     "standardize": ParamSpec(bool, "standardize each source's hidden states", True),
     "time_limit_s": ParamSpec(float, "stop training after this many seconds", None, minimum=0, exclusive_minimum=True,
                               nullable=True),

@@ -48,7 +48,7 @@ from app.kit.validation import check_params
 from app.models.service import get_reference_models
 
 IRT_PARAMS: dict[str, ParamSpec] = {
-    "dim": ParamSpec(int, "dimension of the 2PL ability / discrimination (default 1)", minimum=1),
+    "dim": ParamSpec(int, "dimension of the 2PL ability / discrimination (default 1)", minimum=1, maximum=64),
     "l2": ParamSpec(float, "L2 penalty of the 2PL fit (default 1.0)", minimum=0, exclusive_minimum=True),
 }
 METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PARAMS}
