@@ -25,6 +25,7 @@ from app.kit.db import engine_for, make_session_factory
 from app.kit.input_guard import InputGuardMiddleware
 from app.kit.jobs import Dispatcher
 from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
+from app.kit.openapi import install_openapi
 from app.kit.problems import install_problem_handlers
 from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
@@ -96,6 +97,7 @@ def create_app(
         # authentication plugs in here: dependencies=[Depends(authenticate)] (see app.kit.caller)
         app.include_router(router)
     install_ui(app)
+    install_openapi(app)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:
         return scope["app"].state.session_factory

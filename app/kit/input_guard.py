@@ -49,8 +49,12 @@ class InputRejected(InvalidInput):
 
 
 def _reject(where: str, field: str | None, detail: str, parts: tuple[str | int, ...] = ()) -> InputRejected:
+    """The 422; in a JSON list of records (``parts`` starting with an index) also ``row`` and ``column``."""
     location = f"{where} {field}" if field else where
-    return InputRejected(f"{location}: {detail}", [{"in": where, "field": field, "detail": detail}], parts)
+    error: dict[str, Any] = {"in": where, "field": field, "detail": detail}
+    if parts and isinstance(parts[0], int):
+        error |= {"row": parts[0], "column": ".".join(str(p) for p in parts[1:]) or None}
+    return InputRejected(f"{location}: {detail}", [error], parts)
 
 
 def check_text(value: str, where: str, field: str | None) -> None:
@@ -82,26 +86,27 @@ def check_scalar_text(value: str, where: str, field: str | None) -> None:
         raise _reject(where, field, f"{stripped!r} is not a finite number")
 
 
-class _BadConstant(ValueError):
+class _Refused:
+    """Stands in the decoded value for a number JSON cannot carry, so the walk reports its path."""
+
+    __slots__ = ("detail",)
+
     def __init__(self, detail: str) -> None:
-        super().__init__(detail)
         self.detail = detail
 
 
 def _parse_constant(name: str) -> Any:
-    raise _BadConstant(f"{name} is not a JSON number; send null or a finite number")
+    return _Refused(f"{name} is not a JSON number; send null or a finite number")
 
 
-def _parse_float(text: str) -> float:
+def _parse_float(text: str) -> Any:
     value = float(text)
-    if not math.isfinite(value):
-        raise _BadConstant(f"{text} is out of the range of a double; send a finite number")
-    return value
+    return value if math.isfinite(value) else _Refused(f"{text[:30]} is out of the range of a double")
 
 
-def _parse_int(text: str) -> int:
+def _parse_int(text: str) -> Any:
     if len(text.lstrip("-")) > _MAX_INT_LITERAL or not INT64_MIN <= (value := int(text)) <= INT64_MAX:
-        raise _BadConstant(f"integer {text[:30]}{'...' if len(text) > 30 else ''} does not fit in 64 bits")
+        return _Refused(f"integer {text[:30]}{'...' if len(text) > 30 else ''} does not fit in 64 bits")
     return value
 
 
@@ -134,6 +139,8 @@ def check_json_value(value: Any, *, where: str = "body", max_depth: int = MAX_JS
             _check_text_at(node, where, path)
         elif isinstance(node, bool) or node is None:
             continue
+        elif isinstance(node, _Refused):
+            raise _reject(where, _path(path), node.detail, path)
         elif isinstance(node, int):
             if not INT64_MIN <= node <= INT64_MAX:
                 raise _reject(where, _path(path), "integers must fit in 64 bits", path)
@@ -156,11 +163,11 @@ def loads(data: bytes | str, *, where: str = "body", max_depth: int = MAX_JSON_D
 
     ``finite=False`` lets non-finite numbers through as floats, for foreign files whose own parser
     checks each value it uses (lm-eval logs write ``NaN`` for metrics they could not compute)."""
-    constants = {"parse_constant": _parse_constant, "parse_float": _parse_float} if finite else {}
     try:
-        value = json.loads(data, parse_int=_parse_int, **constants)  # type: ignore[arg-type]
-    except _BadConstant as exc:
-        raise _reject(where, None, exc.detail) from None
+        if finite:
+            value = json.loads(data, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        else:
+            value = json.loads(data, parse_int=_parse_int)
     except RecursionError:
         raise _reject(where, None, f"JSON nested deeper than {max_depth} levels") from None
     check_json_value(value, where=where, max_depth=max_depth, finite=finite)
