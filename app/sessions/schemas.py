@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
@@ -50,7 +50,7 @@ class SessionCreate(RequestModel):
     window: int | None = Field(None, le=MAX_COUNT, description="Stopping-rule window (default 30).")
     refit_every: int | None = Field(None, le=MAX_COUNT,
                                     description="Refit hyperparameters every n observations; 0 = never (default 50).")
-    max_items: StrictInt | MaxItemsFraction | None = Field(
+    max_items: Annotated[StrictInt, Field(le=MAX_COUNT)] | MaxItemsFraction | None = Field(
         None, description='Stop after this many observations: an integer or {"fraction": f} of the items.')
     stop: StopIn | None = Field(None, description="Precision stopping {half_width, level?, min_items?, "
                                                   "anytime_valid?}; replaces the paper's (epsilon1, epsilon2, window) "
