@@ -30,6 +30,7 @@ from app.kit.problems import install_problem_handlers
 from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
 from app.models import routes as models
+from app.plans import routes as plans
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
 from app.ui.mount import install_ui
@@ -45,6 +46,7 @@ POST routes accept an `Idempotency-Key` header."""
 V1_ROUTERS: tuple[APIRouter, ...] = (
     benchmarks.router, models.router, imports.router, jobs.router, embeddings.router, coresets.router,
     similarity.router, sessions.router, hidden_states.router, benchmark_selections.router, backtests.router,
+    plans.router,
 )
 
 
