@@ -395,8 +395,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.db.migrate import upgrade
 
             upgrade(settings.database_url)
+        # the app logs (JSON lines, one access line per request with its id: app.kit.observability);
+        # uvicorn's own loggers propagate to that root handler
         uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level.lower())
+                    workers=args.workers, log_level=settings.log_level.lower(), log_config=None, access_log=False)
         return 0
     if args.command == "worker":
         queues = [q.strip() for q in args.queues.split(",") if q.strip()]

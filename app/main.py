@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
 
 import app.jobs.handlers  # noqa: F401  (registers every job handler)
@@ -26,6 +27,7 @@ from app.kit.input_guard import InputGuardMiddleware
 from app.kit.jobs import Dispatcher
 from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
 from app.kit.openapi import install_openapi
+from app.kit.observability import JobsCollector, RequestContextMiddleware, configure_logging
 from app.kit.problems import install_problem_handlers
 from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
@@ -41,6 +43,9 @@ run sequential evaluation sessions, and predict full-suite scores with intervals
 
 Errors are RFC 9457 `application/problem+json`. Lists use `limit` + `cursor`.
 POST routes accept an `Idempotency-Key` header."""
+
+#: response headers a cross-origin browser client may read
+CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "X-Request-ID", "Idempotent-Replayed", "Content-Disposition"]
 
 #: every /v1 router, one per domain (``app/<domain>/routes.py``)
 V1_ROUTERS: tuple[APIRouter, ...] = (
@@ -58,7 +63,7 @@ def create_app(
 ) -> FastAPI:
     """Build the app. Tests pass their own session factory and dispatcher; the CLI passes none."""
     settings = settings or get_settings()
-    logging.basicConfig(level=settings.log_level.upper())
+    configure_logging(settings.log_level, settings.log_format)
     engine = None
     if session_factory is None:
         engine = engine_for(settings)
@@ -92,6 +97,8 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory
     app.state.dispatcher = dispatcher
+    app.state.metrics_registry = CollectorRegistry()
+    app.state.metrics_registry.register(JobsCollector(session_factory, settings.redis_url, settings.job_lease_s))
 
     install_problem_handlers(app)
     app.include_router(health.router)
@@ -107,4 +114,8 @@ def create_app(
     app.add_middleware(IdempotencyMiddleware, session_factory_getter=factory_of)
     app.add_middleware(InputGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                           allow_headers=["*"], expose_headers=CORS_EXPOSED_HEADERS)
+    app.add_middleware(RequestContextMiddleware)  # outermost: request id, security headers, metrics, access log
     return app

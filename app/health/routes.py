@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.health.probes import readiness
 from app.health.schemas import Health, Readiness
+from app.kit.observability import metrics_text
 from app.kit.problems import RETRY_AFTER_S, problem_response
 
 router = APIRouter(tags=["health"])
@@ -38,3 +39,12 @@ async def ready(request: Request) -> Any:
             slug="not-ready", errors=down, headers={"Retry-After": RETRY_AFTER_S})
         return response
     return Readiness(status="ok", **checks)
+
+
+@router.get("/metrics", response_class=Response, tags=["health"],
+            responses={200: {"description": "Prometheus text exposition", "content": {"text/plain": {}}}})
+def metrics(request: Request) -> Response:
+    """Prometheus metrics: HTTP latency by route template, jobs by kind/status and their durations,
+    queue depth, live workers (``app.kit.observability``)."""
+    body, content_type = metrics_text(request.app.state.metrics_registry)
+    return Response(body, media_type=content_type)

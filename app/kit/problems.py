@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.kit.errors import EvalplanError
+from app.kit.observability import REQUEST_ID
 
 log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -35,6 +36,9 @@ def problem_body(status: int, title: str, detail: str, *, instance: str | None =
         body["errors"] = errors
         if n_errors is not None and n_errors > len(errors):
             body["n_errors"] = n_errors
+    request_id = REQUEST_ID.get()
+    if request_id:
+        body["request_id"] = request_id
     return body
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -96,6 +97,8 @@ class Settings(BaseSettings):
     page_size_default: int = Field(default=100, ge=1)
     page_size_max: int = Field(default=1000, ge=1)
     log_level: str = Field(default="INFO")
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="Log lines as JSON objects (with request_id) or plain text.")
 
     @property
     def allowed_embedding_models(self) -> list[str]:
