@@ -26,8 +26,8 @@ from app.kit.db import engine_for, make_session_factory
 from app.kit.input_guard import InputGuardMiddleware
 from app.kit.jobs import Dispatcher
 from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
-from app.kit.openapi import install_openapi
 from app.kit.observability import JobsCollector, RequestContextMiddleware, configure_logging
+from app.kit.openapi import install_openapi
 from app.kit.problems import install_problem_handlers
 from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
