@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--max-items", type=int, default=None)
     create.add_argument("--batch-size", type=int, default=None)
     create.add_argument("--seed", type=int, default=None)
+    create.add_argument("--stop-half-width", type=float, default=None,
+                        help="stop once the --level interval's half-width is at most this (score units)")
+    create.add_argument("--level", type=float, default=None, help="the interval's level (default 0.95)")
+    create.add_argument("--previous", default=None, help="comma-separated earlier checkpoints (oldest first)")
     observe = session_sub.add_parser("observe", help="post one score and print the updated session")
     observe.add_argument("session_id")
     observe.add_argument("item")
@@ -302,7 +306,10 @@ def session_command(args: argparse.Namespace) -> int:
             result = client.create_session(
                 args.benchmark, args.target, reference_models=refs, method=args.method, epsilon1=args.epsilon1,
                 epsilon2=args.epsilon2, window=args.window, refit_every=args.refit_every,
-                max_items=args.max_items, batch_size=args.batch_size, seed=args.seed)
+                max_items=args.max_items, batch_size=args.batch_size, seed=args.seed,
+                stop=None if args.stop_half_width is None else {"half_width": args.stop_half_width},
+                level=args.level,
+                previous=[p.strip() for p in args.previous.split(",") if p.strip()] if args.previous else None)
         elif args.session_command == "observe":
             result = client.observe(args.session_id, args.item, args.score)
         else:
