@@ -14,6 +14,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.db.models import Benchmark, BenchmarkModel, Item, Model
+from app.kit.db import analyze_after_commit
 
 UPSERT_SQL = (
     "INSERT INTO scores (model_id, item_pk, metric, value) {source} "
@@ -74,6 +75,7 @@ def write_scores(
             {"m": m, "i": i, "k": metric, "v": v} for m, i, v in zip(model_col, item_col, cell_values)
         ]
         session.execute(text(UPSERT_SQL.format(source="VALUES (:m, :i, :k, :v)")), params)
+    analyze_after_commit(session, len(cell_values), "scores", "items", "benchmark_models")
     return len(cell_values)
 
 

@@ -1,0 +1,57 @@
+"""ANALYZE after a bulk load on PostgreSQL (issue 13, failure 9): the planner has statistics at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from helpers import empty_all_tables, settings_for, wide_csv
+from sqlalchemy import Engine, text
+
+from app.kit.db import ANALYZE_MIN_ROWS, make_session_factory
+from app.main import create_app
+from workers.dispatch import InProcessDispatcher
+
+
+@pytest.fixture
+def pg_client(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[tuple[TestClient, Engine]]:
+    engine = engines["postgresql"]
+    empty_all_tables(engine)
+    factory = make_session_factory(engine)
+    app = create_app(settings_for(database_urls["postgresql"]), session_factory=factory,
+                     dispatcher=InProcessDispatcher(factory, threads=1))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, engine
+    empty_all_tables(engine)
+
+
+def last_analyze(engine: Engine) -> float:
+    with engine.connect() as conn:
+        value = conn.execute(text("SELECT extract(epoch FROM last_analyze) FROM pg_stat_user_tables "
+                                  "WHERE relname = 'scores'")).scalar()
+    return float(value or 0.0)
+
+
+def test_a_bulk_score_upload_is_analyzed(pg_client: tuple[TestClient, Engine]) -> None:
+    client, engine = pg_client
+    assert client.post("/v1/benchmarks", json={"name": "bulk"}).status_code == 201
+    with engine.connect() as conn:
+        started = float(conn.execute(text("SELECT extract(epoch FROM now())")).scalar_one())
+    small = client.post("/v1/benchmarks/bulk/scores", content=b"model,a\nm0,1\n", headers={"content-type": "text/csv"})
+    assert small.status_code == 200
+    time.sleep(1.0)
+    assert last_analyze(engine) < started  # a small upload does not analyze
+    n_models, n_items = 120, 100
+    assert n_models * n_items >= ANALYZE_MIN_ROWS
+    values = (np.random.default_rng(0).random((n_models, n_items)) < 0.5).astype(float)
+    r = client.post("/v1/benchmarks/bulk/scores", content=wide_csv(values, [f"m{i}" for i in range(n_models)],
+                                                                   [f"q{j}" for j in range(n_items)]).encode(),
+                    headers={"content-type": "text/csv"})
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 30
+    while last_analyze(engine) < started:
+        assert time.monotonic() < deadline, "scores was not analyzed after the bulk load"
+        time.sleep(0.2)
