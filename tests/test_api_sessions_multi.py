@@ -235,6 +235,8 @@ def test_multi_bad_creates_store_nothing(client: TestClient) -> None:
         ({"benchmark": name, "targets": ["x", "y", "x"]}, "targets.2"),
         ({"benchmark": name, "targets": ["x", ""]}, "targets.1"),
         ({"benchmark": name, "targets": TARGETS, "method": "rs_mean"}, "method"),
+        ({"benchmark": name, "targets": TARGETS, "method": "refgp_ivr"}, "method"),  # no joint form (docs/SEQUENTIAL.md)
+        ({"benchmark": name, "targets": TARGETS, "method": "proeval_bq"}, "method"),
         ({"benchmark": name, "targets": TARGETS, "n_latent": 0}, "n_latent"),
         ({"benchmark": name, "targets": TARGETS, "n_latent": 1.5}, "n_latent"),
         ({"benchmark": name, "target": "x", "n_latent": 2}, "n_latent"),
@@ -253,6 +255,8 @@ def test_multi_bad_creates_store_nothing(client: TestClient) -> None:
                                            "reference_models": ["ref-0", "ref-1", TARGETS[2]]})
     assert ok.status_code == 201, ok.text
     assert ok.json()["reference_models"] == ["ref-0", "ref-1", TARGETS[2]]  # a non-target may be a reference
+    omitted = client.post("/v1/sessions", json={"benchmark": name, "targets": TARGETS[:2]})
+    assert omitted.status_code == 201 and omitted.json()["method"] == "bayesame"  # the multi-target default
 
 
 def test_multi_restart_mid_session_changes_nothing(client: TestClient, db_session_factory, database_urls,
