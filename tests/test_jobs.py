@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import wait_for_job
+from helpers import settings_for, wait_for_job
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Job
+from app.db.models import Benchmark, Job, utcnow
 from app.kit.errors import InvalidInput
 from app.kit.jobs import MAX_ATTEMPTS, JobContext, create_job, register, run_job
 from app.kit.pagination import encode_cursor
+from app.main import create_app
+from workers.dispatch import InProcessDispatcher
 
 JOB_KEYS = {"id", "kind", "queue", "status", "progress", "result", "error", "attempts", "created_at",
             "started_at", "finished_at"}
@@ -353,3 +360,36 @@ def test_lost_worker_gives_up_after_max_attempts(committed_client: TestClient, c
     assert body["finished_at"] is not None
     assert run_job(committed_session_factory, job_id) == "failed"
     assert CALLS[job_id] == MAX_ATTEMPTS
+
+
+# ----------------------------------------------------------------------------- reaper (issue 13)
+
+def test_embedded_api_restart_reaps_an_orphaned_running_job(committed_session_factory, database_urls, backend) -> None:
+    """A job left ``running`` by a dead process (embedded mode: the API itself) is requeued by the
+    restarted API's housekeeper and run to the end by its in-process pool."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with committed_session_factory() as session:
+        session.add(Benchmark(name="reaped", score_kind="binary", score_min=0.0, score_max=1.0))
+        session.commit()
+    settings = settings_for(database_urls[backend], housekeeping=True, reaper_interval_s=0.5, job_lease_s=2.0,
+                            job_heartbeat_s=0.5)
+    app = create_app(settings, session_factory=committed_session_factory,
+                     dispatcher=InProcessDispatcher(committed_session_factory, threads=1, heartbeat_s=0.5, lease_s=2.0))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        client.post("/v1/benchmarks/reaped/scores", content=b"model,a,b\nm1,1,0\nm2,0,0\n",
+                    headers={"content-type": "text/csv"})
+        with committed_session_factory() as session:
+            bench = session.scalars(select(Benchmark).where(Benchmark.name == "reaped")).one()
+            job = create_job(session, "score_stats", {"benchmark_id": bench.id, "metric": "score",
+                                                      "data_version": bench.data_version}, benchmark_id=bench.id)
+            job.status, job.attempts = "running", 1
+            job.worker_id = f"{socket.gethostname()}:{dead.pid}"
+            job.started_at = job.heartbeat_at = utcnow() - timedelta(seconds=5)
+            session.commit()
+            job_id = job.id
+        started = time.monotonic()
+        body = wait_for_job(client, job_id, timeout=60)
+        print(f"orphaned job reaped and finished in {time.monotonic() - started:.1f} s")
+        assert body["status"] == "succeeded", body
+        assert body["attempts"] == 2 and body["result"]["n_scores"] == 4
