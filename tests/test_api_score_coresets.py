@@ -17,8 +17,9 @@ from app.db.models import Coreset
 N_ITEMS, N_REF, N_TARGETS, K = 60, 30, 6, 10
 METHOD_PARAMS = {
     "mrmr": {}, "anchor_points": {}, "lasso": {}, "random_search": {"n_trials": 40, "cv": 3},
-    "hardness": {}, "pbsc": {}, "irt": {},
+    "hardness": {}, "pbsc": {}, "irt": {"epochs": 200, "dim": 2},
 }
+FAST_IRT = {"epochs": 200, "dim": 2}  # tinyBenchmarks' defaults (D from 5 / 10, 2000 epochs) are for real data
 
 
 def make_suite(n_items: int, seed: int, shift: float = 0.0) -> dict:
@@ -246,7 +247,11 @@ BAD = {
     "too few references": ({"reference_models": ["ref00", "ref01"]}, "at least 3"),
     "reference without scores": ({"reference_models": ["ref00", "ref01", "lonely"]}, "lonely"),
     "unknown predictor": ({"predictor": "gp"}, "valid predictors"),
-    "irt predictor without irt": ({"predictor": "irt"}, "method 'irt'"),
+    "irt param of the old 2PL": ({"method": "irt", "params": {"l2": 1.0}}, "valid parameters"),
+    "bad irt dim": ({"method": "irt", "params": {"dim": 0}}, "dim"),
+    "irt options without an irt predictor": ({"params": {"irt": {"dim": 2}}}, "needs an IRT predictor"),
+    "bad nested irt option": ({"method": "mrmr", "predictor": "gp_irt", "params": {"irt": {"epochs": 0}}},
+                              "params.irt"),
     "budget larger than N": ({"budget": N_ITEMS + 1}, f"larger than the {N_ITEMS}"),
     "bad fraction": ({"budget": {"fraction": 1.5}}, "fraction"),
 }
@@ -280,8 +285,13 @@ def test_every_predictor_gives_a_sane_estimate(committed_client, suite) -> None:
     upload(client, "gen", suite["ref"])
     target = suite["targets"][2]
     for method, predictor in [("irt", "mean"), ("irt", "weighted_mean"), ("irt", "ridge"), ("irt", "aipw"),
-                              ("irt", None), ("lasso", "weighted_mean"), ("mrmr", "kernel_ridge")]:
+                              ("irt", None), ("irt", "gp_irt"), ("irt", "p_irt"), ("lasso", "weighted_mean"),
+                              ("mrmr", "kernel_ridge"), ("mrmr", "gp_irt"), ("mrmr", "p_irt")]:
         body = {"method": method, "benchmarks": ["gen"], "budget": K, "reference_models": "all"}
+        if method == "irt":
+            body["params"] = FAST_IRT
+        elif predictor in ("gp_irt", "p_irt"):
+            body["params"] = {"irt": FAST_IRT}
         if predictor:
             body["predictor"] = predictor
         coreset = create(client, **body)
@@ -291,3 +301,36 @@ def test_every_predictor_gives_a_sane_estimate(committed_client, suite) -> None:
         entry = r.json()["benchmarks"]["gen"]
         assert 0.0 <= entry["interval"][0] <= entry["estimate"] <= entry["interval"][1] <= 1.0, entry
         assert abs(entry["estimate"] - target.mean()) < 0.3, (method, predictor, entry, target.mean())
+
+
+def test_predict_by_stored_model_and_in_batch(committed_client, suite) -> None:
+    """``{model}`` uses the stored scores; ``{models: [...]}`` answers each model as its own request
+    would, in order; bad batches are 4xx naming the model."""
+    client = committed_client
+    refs = [f"ref{m:02d}" for m in range(N_REF)]
+    upload_matrix(client, "gen", np.vstack([suite["ref"], suite["targets"]]),
+                  refs + [f"tgt{m:02d}" for m in range(N_TARGETS)], ids())
+    coreset = create(client, method="mrmr", benchmarks=["gen"], budget=K, reference_models=refs)
+    url = f"/v1/coresets/{coreset['id']}/predict"
+    names = [f"tgt{m:02d}" for m in range(N_TARGETS)]
+    singles = []
+    for t, name in enumerate(names):
+        by_model = client.post(url, json={"model": name}).json()
+        posted = client.post(url, json={"scores": target_scores(coreset, {"gen": suite["targets"][t]})}).json()
+        assert by_model["benchmarks"] == posted["benchmarks"] and by_model["model"] == name
+        singles.append(by_model)
+    r = client.post(url, json={"models": list(reversed(names)), "level": 0.8})
+    assert r.status_code == 200, r.text
+    batch = r.json()
+    assert batch["level"] == 0.8 and [p["model"] for p in batch["predictions"]] == list(reversed(names))
+    r = client.post(url, json={"models": names})
+    for single, many in zip(singles, r.json()["predictions"]):  # equal up to BLAS round-off (a batch is one matmul)
+        for key in ("estimate", "interval"):
+            assert many["benchmarks"]["gen"][key] == pytest.approx(single["benchmarks"]["gen"][key], abs=1e-12)
+            assert many["overall"][key] == pytest.approx(single["overall"][key], abs=1e-12)
+        assert many["benchmarks"]["gen"]["predictor"] == single["benchmarks"]["gen"]["predictor"]
+    cases = [({"models": ["nobody"]}, 404, "nobody"), ({"models": [names[0], names[0]]}, 422, "twice"),
+             ({"models": names[:1], "model": names[1]}, 422, "models"), ({"models": []}, 422, "models")]
+    for body, status, needle in cases:
+        r = client.post(url, json=body)
+        assert r.status_code == status and needle in r.text, (body, r.text)

@@ -35,7 +35,8 @@ def test_rows_for_every_method(Y):
     methods = ["random", "irt", *SCORE_METHODS]
     preds = {"random": ["mean", "ridge"], "anchor_points": ["weighted_mean", "kernel_ridge"], "irt": ["gp_irt"]}
     rows = run_backtest(Y, methods, preds, budgets=[0.1], n_reference=15, split="stratified", seeds=2,
-                        method_params={"random_search": {"n_trials": 5}, "anchor_points": {"n_init": 1}})
+                        method_params={"random_search": {"n_trials": 5}, "anchor_points": {"n_init": 1},
+                                       "irt": {"epochs": 150, "dim": 1}})
     got = {(r["method"], r["predictor"]) for r in rows}
     for m in methods:
         for p in preds.get(m, ["kernel_ridge"]):

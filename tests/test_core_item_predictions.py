@@ -83,7 +83,8 @@ def test_backtest_reports_agreement_for_item_level_predictors_only() -> None:
     Y = _binary(M=60, N=80, seed=1)
     rows = run_backtest(Y, ["random", "anchor_points", "irt"],
                         {"random": ["mean", "kernel_ridge"], "anchor_points": ["weighted_mean"], "irt": ["gp_irt"]},
-                        budgets=(0.2,), n_reference=30, split="random", seeds=1, intervals=False)
+                        budgets=(0.2,), n_reference=30, split="random", seeds=1, intervals=False,
+                        method_params={"irt": {"epochs": 300, "dim": 1}})
     by = {r["predictor"]: r["agreement"] for r in rows}
     assert np.isnan(by["mean"])
     for name in ("kernel_ridge", "weighted_mean", "gp_irt"):

@@ -28,7 +28,7 @@ Protocol (one *trial* = one seed)
    selector *and* the predictor are refitted without the fold, as the service calibrates
    score-based coresets: :func:`app.core.intervals.cross_fitted_errors`); the ``guard`` keeps
    leave-one-reference-out residuals of its two predictors on the chosen coreset; NaN for
-   ``gp_irt`` / ``p_irt`` (a 2PL refit per fold and target is out of the time budget);
+   ``gp_irt`` / ``p_irt`` (refitting tinyBenchmarks' IRT pipeline per fold is out of the time budget);
    ``agreement`` = mean over the test models of the item-level Agreement of 003 App. C.1
    (:mod:`app.core.item_predictions`; binary scores only, NaN for predictors without item-level
    predictions: ``mean``, ``aipw``, ``guard``);
@@ -41,9 +41,9 @@ Protocol (one *trial* = one seed)
 Methods (selectors): ``"random"`` (uniform random coreset), ``"irt"`` (:class:`IRTSelection`,
 tinyBenchmarks IRT anchor points), and every key of :data:`SCORE_METHODS`. Predictors: ``mean``,
 ``weighted_mean`` (selector ``weights_``; uniform if it has none), ``ridge``, ``kernel_ridge``,
-``aipw``, ``gp_irt``, ``p_irt`` (2PL re-used from an ``irt`` selector, else fitted on the
-references) and ``guard`` (:func:`guarded_predict`'s rule: kernel ridge for in-range targets,
-AIPW for flagged ones).
+``aipw``, ``gp_irt``, ``p_irt`` (tinyBenchmarks' IRT model re-used from an ``irt`` selector, else
+fitted on the references, :func:`app.core.irt.irt_predictor_for`) and ``guard``
+(:func:`guarded_predict`'s rule: kernel ridge for in-range targets, AIPW for flagged ones).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from app.core.intervals import (
     interval_from_errors,
     loo_conformal_interval,
 )
-from app.core.irt import IRTPredictor, IRTSelection
+from app.core.irt import IRTSelection, irt_predictor_for
 from app.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
 from app.core.predictors import PREDICTOR_CLASSES, WeightedMeanPredictor
 from app.core.selection.score_based import SCORE_METHODS
@@ -231,10 +231,7 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
     :func:`_selection_aware_errors`. The IRT predictors return the 2PL item curves they computed
     anyway, for :func:`_item_predictions`."""
     if name in ("gp_irt", "p_irt"):
-        params = None
-        if isinstance(selector, IRTSelection):
-            params = (selector.a_, selector.b_, selector.theta_)
-        pred = IRTPredictor(seed=seed).fit(Y_full_ref, sel_idx, weights=weights, item_params=params)
+        pred = irt_predictor_for(Y_full_ref, sel_idx, weights=weights, selector=selector, seed=seed)
         est = pred.predict(Xt)
         return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan, pred.item_probabilities_
     if name == "guard":  # the service's extrapolation guard (app.core.intervals.guarded_predictor)

@@ -1,67 +1,89 @@
-"""tinyBenchmarks IRT pipeline (Maia Polo et al. 2024, "tinyBenchmarks: evaluating LLMs with fewer
-examples"; the gp-IRT baseline of the coreset paper, §2.4 Eq. 14-15 and appendix H.1).
+"""tinyBenchmarks IRT, faithful to the authors' code (Maia Polo et al. 2024, "tinyBenchmarks:
+evaluating LLMs with fewer examples", §3 and App. B; the gp-IRT baseline of the coreset paper
+papers/002 §2.4). The reference is felipemaiapolo/tinyBenchmarks (``tutorials/training_irt.ipynb``,
+``anchor_points.ipynb``, ``estimating_performance.ipynb``, ``irt.py``, ``utils.py``) with the IRT
+model of its py-irt fork (``py_irt/models/multidim_2pl.py``, ``training.py``); every default below is
+theirs, and ``bench/tinybenchmarks_side_by_side.py`` runs their code next to this module.
 
-Three parts:
+The pipeline (``Y`` the references x items matrix, scores in [0, 1]):
 
-* :func:`fit_2pl` fits a (multidimensional) two-parameter logistic IRT model
-  ``p_ij = sigmoid(a_i . theta_j - b_i)`` to a ``(models x items)`` response matrix by
-  L2-regularised joint maximum likelihood (analytic gradients, ``scipy`` L-BFGS-B).
-* :class:`IRTSelection` picks a coreset: KMeans (seeded) on the concatenated item parameters
-  ``[a_i, b_i]``, and for each cluster the item closest to its centroid ("IRT anchor points").
-* :class:`IRTPredictor` estimates a new model's full-benchmark score from its coreset scores:
-  ``theta`` by regularised maximum likelihood on the coreset, then p-IRT and gp-IRT.
+1. **Binarize** (:func:`binarize`): a threshold ``c`` in ``linspace(0.01, 0.99, 100)`` minimising the
+   mean over models of ``|mean(Y > c) - mean(Y)|`` (0/1 data is unchanged).
+2. **IRT model** (:func:`fit_multidim_2pl`): py-irt's ``multidim_2pl`` with ``--priors hierarchical``:
+   ``P(y_ij = 1) = sigmoid(sum_d (a_id theta_jd - b_i))`` (the difficulty is subtracted in every
+   dimension, as py-irt and ``utils.item_curve`` do), priors ``theta_j ~ N(mu_theta, 1/u_theta)``,
+   ``a_i ~ N(mu_a, 1/u_a)``, ``b_i ~ N(mu_b, 1/u_b)``, ``mu ~ N(0, 10)``, ``u ~ Gamma(1, 1)``; fitted by
+   stochastic variational inference (mean-field Normal / Gamma guide, one-sample ELBO, Adam with
+   ``lr = 0.1`` decayed by 0.9999 per epoch, 2000 epochs, seed 42); the parameters kept are the
+   guide means after the epoch with the lowest loss (py-irt's ``best_parameters.json``). The random
+   draws are made in py-irt's order (the first model and guide calls included), so that with the
+   same seed the fit is py-irt's to float32 round-off.
+3. **Dimension** (:func:`select_dimension`): ``D`` in ``(5, 10)`` by their validation heuristic: fit on
+   the references except every fifth, estimate each held-out reference's ability on the even items
+   and take ``mean |mean_{odd items} P - mean_{odd items} y|``; the smallest wins. That error is also
+   ``b_hat``, the bias of the IRT part used by gp-IRT's lambda.
+4. **Anchors** (:class:`IRTSelection`): ``KMeans(k, n_init="auto", random_state=seed)`` on the item
+   embeddings ``[a_i, b_i]``, the item nearest each centroid, weights = cluster sizes / N.
+5. **Estimates** (:class:`IRTPredictor`): a new model's ability by maximum likelihood on its anchor
+   scores (``scipy`` BFGS from 0 on ``sum y log(P + eps) + (1 - y) log(1 - P + eps)``, their
+   ``estimate_ability_parameters``); then, with ``n`` anchors of ``N`` items,
+   p-IRT ``= (n/N) mean_{anchors} y + (1 - n/N) mean_{other items} P(theta)``, and
+   gp-IRT ``= lam * sum_i w_i y_i + (1 - lam) * p-IRT`` with
+   ``lam = b_hat^2 / (b_hat^2 + v / (4 n))``, ``v`` the mean over references of their score variance
+   across items (``training_irt.ipynb``, ``get_lambda``).
 
-Estimators (``S`` the coreset, ``n = |S|``, ``N`` the number of items, ``w`` the coreset weights
-normalised to sum to one):
-
-* weighted (anchor) estimate: ``Y_w = sum_{i in S} w_i y_i``;
-* p-IRT (tinyBenchmarks' definition):
-  ``Y_p = (n/N) * mean_{i in S}(y_i) + (1 - n/N) * mean_{i not in S} p_i(theta_hat)``;
-* gp-IRT: ``Y_gp = lam * Y_w + (1 - lam) * Y_p`` with the heuristic of tinyBenchmarks / paper
-  appendix H.1, ``lam = b_hat^2 / (b_hat^2 + sigma_hat^2 / n)``: ``sigma_hat^2`` is the sample
-  variance of all question scores over all reference models (so ``sigma_hat^2 / n`` approximates
-  the variance of the coreset mean), and ``b_hat`` approximates the bias of p-IRT: the mean
-  absolute difference between the true full scores of a validation half of the reference models
-  and their p-IRT estimates from an IRT model fitted on the other half (seeded split). The
-  appendix renders the denominator as "sigma^2/4n"; we read it as ``sigma^2/n`` (the variance of a
-  mean of ``n`` scores) and expose ``var_scale`` to change it (``var_scale=0.25`` gives the literal
-  reading). ``lam`` may also be fixed by the caller.
-
-Identifiability: ``(a, theta)`` are only defined up to sign (and, for ``dim > 1``, rotation); the
-L2 penalty fixes the scale. For ``dim == 1`` the sign is fixed so that the mean discrimination is
-non-negative (higher theta = more able). For ``dim > 1`` the first dimension is initialised with
-the standardised logit of each model's mean score and the others with small seeded noise; the
-latent axes are not rotated to any canonical form.
-
-Only numpy / scipy / scikit-learn are used.
+Two deliberate departures, both documented in docs/DECISIONS.md "tinyBenchmarks IRT": the anchors
+are made distinct (their ``argmin`` may pick one item for two centroids; a coreset is a set, so a
+taken item yields to the next nearest free one, :func:`nearest_distinct_items`), and torch is
+imported only inside :func:`fit_multidim_2pl` (the API process never fits).
 """
 
 from __future__ import annotations
 
+import hashlib
 import numbers
+from collections import OrderedDict
+from dataclasses import dataclass
+from threading import Lock
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
 from app.core.selection.baselines import nearest_distinct_items
 
 __all__ = [
+    "DIMS",
+    "EPOCHS",
+    "LR",
+    "LR_DECAY",
+    "SEED",
     "IRTEstimates",
+    "IRTFit",
     "IRTPredictor",
     "IRTSelection",
+    "binarize",
     "estimate_theta",
-    "fit_2pl",
-    "irt_nll",
+    "fit_multidim_2pl",
+    "gp_irt_lambda",
+    "irt_predictor_for",
     "item_curve",
+    "select_dimension",
 ]
+
+DIMS = (5, 10)  # training_irt.ipynb: "Ds = [5,10] # Dimensions to try"
+EPOCHS = 2000  # py-irt default (the notebook keeps it)
+LR = 0.1  # py-irt default
+LR_DECAY = 0.9999  # py-irt IrtConfig.lr_decay default
+SEED = 42  # the notebooks' random_state and the CLI's --seed
+EPS = 1e-10  # estimate_ability_parameters' eps
+THRESHOLDS = np.linspace(0.01, 0.99, 100)  # training_irt.ipynb binarisation grid
 
 
 # --------------------------------------------------------------------------------------------
-# 2PL model
+# data
 # --------------------------------------------------------------------------------------------
 
 
@@ -69,148 +91,285 @@ def _check_responses(Y: Any) -> np.ndarray:
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2 or Y.shape[0] < 1 or Y.shape[1] < 1:
         raise ValueError(f"Y must be a non-empty 2-D (models x items) array, got shape {Y.shape}")
-    obs = ~np.isnan(Y)
-    if np.any((Y[obs] < 0) | (Y[obs] > 1)):
-        raise ValueError("Y must hold scores in [0, 1] (NaN = missing)")
-    if np.isinf(Y).any():
-        raise ValueError("Y must be finite (NaN = missing)")
+    if not np.isfinite(Y).all():
+        raise ValueError("Y must be finite (impute missing scores first)")
+    if np.any((Y < 0) | (Y > 1)):
+        raise ValueError("Y must hold scores in [0, 1]")
     return np.asarray(Y)
 
 
-def _check_dim(dim: Any) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    return int(dim)
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
-def item_curve(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``P[j, i] = sigmoid(a_i . theta_j - b_i)`` for ``theta (m x d)``, ``a (n x d)``, ``b (n,)``."""
-    theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
-    return np.asarray(expit(theta @ np.asarray(a, dtype=np.float64).T - np.asarray(b, dtype=np.float64)))
-
-
-def _softplus(z: np.ndarray) -> np.ndarray:
-    return np.asarray(np.logaddexp(0.0, z))
-
-
-def irt_nll(params: np.ndarray, Y: np.ndarray, dim: int, l2: float,
-            mask: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-    """Penalised negative log-likelihood of the 2PL model and its gradient.
-
-    ``params`` packs ``[a.ravel() (n*d), b (n), theta.ravel() (m*d)]``. The loss is
-    ``sum_{observed} [softplus(z) - y z] + l2/2 (||a||^2 + ||b||^2 + ||theta||^2)``
-    with ``z = theta a^T - b`` (the Bernoulli / soft-label cross-entropy). Missing entries
-    (``mask == False``) are ignored.
-    """
-    m, n = Y.shape
-    a = params[: n * dim].reshape(n, dim)
-    b = params[n * dim: n * dim + n]
-    theta = params[n * dim + n:].reshape(m, dim)
-    Z = theta @ a.T - b
-    Yf = Y if mask is None else np.where(mask, Y, 0.0)
-    L = _softplus(Z) - Yf * Z
-    G = expit(Z) - Yf
-    if mask is not None:
-        L = L * mask
-        G = G * mask
-    f = float(L.sum()) + 0.5 * l2 * float(params @ params)
-    ga = G.T @ theta + l2 * a
-    gb = -G.sum(axis=0) + l2 * b
-    gt = G @ a + l2 * theta
-    return f, np.concatenate([ga.ravel(), gb, gt.ravel()])
-
-
-def fit_2pl(Y: Any, dim: int = 1, l2: float = 1.0, max_iter: int = 1000, tol: float = 1e-6,
-            seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fit a 2PL IRT model by L2-regularised joint maximum likelihood.
-
-    ``Y``: ``(models x items)`` scores in ``[0, 1]`` (binary or soft labels; NaN = missing).
-    ``dim``: latent dimension (1, or small, e.g. 2-5). ``l2``: ridge penalty on all parameters
-    (equivalently a N(0, 1/l2) prior; it also pins the scale of ``a`` vs ``theta`` and keeps the
-    parameters of all-correct / all-wrong items and models finite). ``max_iter``/``tol``: L-BFGS-B.
-
-    Returns ``(a (items x dim), b (items,), theta (models x dim))`` with
-    ``p_ij = sigmoid(a_i . theta_j - b_i)``.
-    """
+def binarize(Y: Any) -> tuple[np.ndarray, float]:
+    """``(Y > c, c)`` with tinyBenchmarks' threshold: the ``c`` of ``linspace(0.01, 0.99, 100)`` whose
+    binarised model means are closest (mean absolute difference) to the raw ones; first on ties."""
     Y = _check_responses(Y)
-    dim = _check_dim(dim)
-    if not (l2 > 0 and np.isfinite(l2)):
-        raise ValueError(f"l2 must be a positive finite number, got {l2!r}")
-    m, n = Y.shape
-    mask = ~np.isnan(Y)
-    full = bool(mask.all())
-    Yz = np.where(mask, Y, 0.0)
-    cnt_m = np.maximum(mask.sum(axis=1), 1)
-    cnt_i = np.maximum(mask.sum(axis=0), 1)
-    eps = 0.5
-    # Initialisation: theta ~ standardised logit of the model means, b ~ -logit(item means), a = 1.
-    pm = (Yz.sum(axis=1) + eps) / (cnt_m + 2 * eps)
-    t0 = np.log(pm / (1 - pm))
-    t0 = (t0 - t0.mean()) / (t0.std() + 1e-12) if m > 1 else t0 * 0.0
-    pi = (Yz.sum(axis=0) + eps) / (cnt_i + 2 * eps)
-    b0 = -np.log(pi / (1 - pi))
-    rng = np.random.default_rng(seed)
-    theta0 = np.zeros((m, dim))
-    theta0[:, 0] = t0
-    a0 = np.zeros((n, dim))
-    a0[:, 0] = 1.0
-    if dim > 1:
-        theta0[:, 1:] = 0.1 * rng.standard_normal((m, dim - 1))
-        a0[:, 1:] = 0.1 * rng.standard_normal((n, dim - 1))
-    x0 = np.concatenate([a0.ravel(), b0, theta0.ravel()])
-    res = minimize(irt_nll, x0, args=(Y if full else Yz, dim, float(l2), None if full else mask),
-                   jac=True, method="L-BFGS-B",
-                   options={"maxiter": int(max_iter), "gtol": tol, "ftol": 1e-12})
-    x = res.x
-    a = x[: n * dim].reshape(n, dim).copy()
-    b = x[n * dim: n * dim + n].copy()
-    theta = x[n * dim + n:].reshape(m, dim).copy()
-    if dim == 1 and a.mean() < 0:
-        a, theta = -a, -theta
-    return a, b, theta
+    means = Y.mean(axis=1)
+    gaps = [float(np.mean(np.abs((Y > c).mean(axis=1) - means))) for c in THRESHOLDS]
+    c = float(THRESHOLDS[int(np.argmin(gaps))])
+    return (Y > c).astype(np.float64), c
 
 
-def estimate_theta(y: Any, a: np.ndarray, b: np.ndarray, l2: float = 1.0,
-                   prior_mean: Any = None) -> np.ndarray:
-    """Ability of one model from its scores ``y`` on items with parameters ``a (n x d)``, ``b (n,)``:
-    ``argmin_theta sum_i [softplus(z_i) - y_i z_i] + l2/2 ||theta - prior_mean||^2`` (MAP under a
-    N(prior_mean, I/l2) prior; finite even when all answers are correct or all wrong). ``y`` may
-    hold NaN (ignored). ``prior_mean`` defaults to 0. Returns ``(d,)``."""
-    y = np.asarray(y, dtype=np.float64).ravel()
+def item_curve(theta: Any, a: Any, b: Any) -> np.ndarray:
+    """``P[j, i] = sigmoid(sum_d clip(a_id theta_jd - b_i, -30, 30))`` for ``theta (m x D)``,
+    ``a (n x D)``, ``b (n,)`` (tinyBenchmarks ``utils.item_curve``)."""
+    theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
     a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.shape[0] != y.shape[0] or b.shape[0] != y.shape[0]:
-        raise ValueError("y, a and b must have the same number of items")
-    obs = ~np.isnan(y)
-    y, a, b = y[obs], a[obs], b[obs]
-    d = a.shape[1]
-    mu = np.zeros(d) if prior_mean is None else np.asarray(prior_mean, dtype=np.float64).reshape(d)
-
-    def f(t: np.ndarray) -> tuple[float, np.ndarray]:
-        z = a @ t - b
-        g = expit(z) - y
-        r = t - mu
-        return (float((_softplus(z) - y * z).sum() + 0.5 * l2 * r @ r), a.T @ g + l2 * r)
-
-    res = minimize(f, mu.copy(), jac=True, method="L-BFGS-B", options={"gtol": 1e-8})
-    return np.asarray(res.x)
+    b = np.asarray(b, dtype=np.float64).ravel()
+    z = np.clip(theta[:, None, :] * a[None, :, :] - b[None, :, None], -30.0, 30.0).sum(axis=2)
+    return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
 # --------------------------------------------------------------------------------------------
-# Coreset selection
+# the IRT model: py-irt multidim_2pl, hierarchical priors, SVI
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IRTFit:
+    """Guide means of the best epoch: ``a (n x D)`` (py-irt ``disc``), ``b (n,)`` (``diff``),
+    ``theta (m x D)`` (``ability``); ``loss`` the best epoch's ELBO loss."""
+
+    a: np.ndarray
+    b: np.ndarray
+    theta: np.ndarray
+    loss: float
+
+
+_FIT_CACHE: OrderedDict[tuple[Any, ...], IRTFit] = OrderedDict()
+_FIT_CACHE_LOCK = Lock()
+_FIT_CACHE_SIZE = 64
+
+
+def fit_multidim_2pl(Y_bin: Any, dim: int, *, epochs: int = EPOCHS, lr: float = LR,
+                     lr_decay: float = LR_DECAY, seed: int = SEED) -> IRTFit:
+    """Fit py-irt's ``multidim_2pl`` (hierarchical priors) to a 0/1 matrix by SVI, as
+    ``py-irt train multidim_2pl --priors hierarchical --seed S --lr LR --epochs E --dims D`` does.
+
+    Deterministic for given arguments (a private ``torch.Generator`` seeded with ``seed``); results
+    are cached by the matrix's hash and the arguments, so a backtest refitting the same references
+    for several budgets fits once."""
+    Yb = np.asarray(Y_bin, dtype=np.float64)
+    if Yb.ndim != 2 or not np.isin(Yb, (0.0, 1.0)).all():
+        raise ValueError("Y_bin must be a 2-D matrix of 0/1 responses")
+    dim = _check_int("dim", dim, 1)
+    epochs = _check_int("epochs", epochs, 1)
+    if not (lr > 0 and np.isfinite(lr)) or not (0 < lr_decay <= 1):
+        raise ValueError("lr must be positive and lr_decay in (0, 1]")
+    key = (hashlib.sha1(np.ascontiguousarray(Yb.astype(np.int8)).tobytes()).hexdigest(), Yb.shape, dim, epochs,
+           float(lr), float(lr_decay), int(seed))
+    with _FIT_CACHE_LOCK:
+        if key in _FIT_CACHE:
+            _FIT_CACHE.move_to_end(key)
+            return _FIT_CACHE[key]
+    fit = _svi(Yb, dim, epochs, float(lr), float(lr_decay), int(seed))
+    with _FIT_CACHE_LOCK:
+        _FIT_CACHE[key] = fit
+        while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
+            _FIT_CACHE.popitem(last=False)
+    return fit
+
+
+def _svi(Yb: np.ndarray, dim: int, epochs: int, lr: float, lr_decay: float, seed: int) -> IRTFit:
+    import torch  # only the fitting worker needs torch
+    from torch.distributions import Gamma, Normal
+    from torch.nn.functional import binary_cross_entropy_with_logits
+
+    m, n = Yb.shape
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.tensor(Yb, dtype=torch.float32)
+
+    def normal(loc: torch.Tensor, scale: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+        # Normal.rsample: loc + eps * scale, eps standard normal draws of the broadcast shape
+        return loc + torch.empty(shape).normal_(generator=gen) * scale
+
+    def gamma(conc: torch.Tensor, rate: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+        # Gamma.rsample: standard gamma draws (implicitly reparameterised) / rate, clamped at tiny
+        draw = torch._standard_gamma(conc.expand(shape), generator=gen) / rate.expand(shape)
+        draw.detach().clamp_(min=torch.finfo(draw.dtype).tiny)  # as torch: not recorded by autograd
+        return draw
+
+    zeros = torch.zeros
+    # guide parameters, unconstrained (positive ones as logs: pyro's transform_to(positive) = exp)
+    names_shapes = [("loc_mu_b", (1,), 0.0), ("scale_mu_b", (1,), None), ("loc_mu_theta", (dim,), 0.0),
+                    ("scale_mu_theta", (dim,), None), ("loc_mu_gamma", (dim,), 0.0), ("scale_mu_gamma", (dim,), None),
+                    ("alpha_b", (1,), None), ("beta_b", (1,), None), ("alpha_theta", (dim,), None),
+                    ("beta_theta", (dim,), None), ("alpha_gamma", (dim,), None), ("beta_gamma", (dim,), None),
+                    ("loc_ability", (m, dim), 0.0), ("scale_ability", (m, dim), None),
+                    ("loc_diff", (n, 1), 0.0), ("scale_diff", (n, 1), None),
+                    ("loc_disc", (n, dim), 0.0), ("scale_disc", (n, dim), None)]
+    raw = {name: zeros(shape, requires_grad=True) for name, shape, _ in names_shapes}
+    positive = {name for name, _, loc in names_shapes if loc is None}
+
+    def p(name: str) -> torch.Tensor:
+        return raw[name].exp() if name in positive else raw[name]
+
+    s10, s1 = torch.tensor(10.0), torch.tensor(1.0)
+    s0 = torch.tensor(0.0)
+
+    def prior_draws() -> None:  # the model's first, unconditioned call (py-irt's training.train)
+        with torch.no_grad():
+            mu_b = normal(s0, s10, (1,))
+            u_b = gamma(s1, s1, (1,))
+            mu_t = normal(s0, s10, (dim,))
+            u_t = gamma(s1, s1, (dim,))
+            mu_g = normal(s0, s10, (dim,))
+            u_g = gamma(s1, s1, (dim,))
+            normal(mu_t, 1.0 / u_t, (m, dim))
+            normal(mu_b, 1.0 / u_b, (n, 1))
+            normal(mu_g, 1.0 / u_g, (n, dim))
+
+    def guide_draws() -> dict[str, torch.Tensor]:
+        z = {"mu_b": normal(p("loc_mu_b"), p("scale_mu_b"), (1,)),
+             "u_b": gamma(p("alpha_b"), p("beta_b"), (1,)),
+             "mu_theta": normal(p("loc_mu_theta"), p("scale_mu_theta"), (dim,)),
+             "u_theta": gamma(p("alpha_theta"), p("beta_theta"), (dim,)),
+             "mu_gamma": normal(p("loc_mu_gamma"), p("scale_mu_gamma"), (dim,)),
+             "u_gamma": gamma(p("alpha_gamma"), p("beta_gamma"), (dim,))}
+        z["theta"] = normal(p("loc_ability"), p("scale_ability"), (m, dim))
+        z["b"] = normal(p("loc_diff"), p("scale_diff"), (n, 1))
+        z["gamma"] = normal(p("loc_disc"), p("scale_disc"), (n, dim))
+        return z
+
+    def N(loc: torch.Tensor, scale: torch.Tensor) -> Any:  # torch.distributions is untyped
+        return Normal(loc, scale, validate_args=False)
+
+    def G(conc: torch.Tensor, rate: torch.Tensor) -> Any:
+        return Gamma(conc, rate, validate_args=False)
+
+    def elbo_terms(z: dict[str, torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        # sum_d (a_id theta_jd - b_i) = theta_j . a_i - D b_i: a matrix product instead of py-irt's
+        # (m, n, D) broadcast (the same value up to float32 round-off, far fewer operations)
+        logits = z["theta"] @ z["gamma"].T - float(dim) * z["b"].T
+        model = [N(s0, s10).log_prob(z["mu_b"]).sum(), G(s1, s1).log_prob(z["u_b"]).sum(),
+                 N(s0, s10).log_prob(z["mu_theta"]).sum(), G(s1, s1).log_prob(z["u_theta"]).sum(),
+                 N(s0, s10).log_prob(z["mu_gamma"]).sum(), G(s1, s1).log_prob(z["u_gamma"]).sum(),
+                 N(z["mu_theta"], 1.0 / z["u_theta"]).log_prob(z["theta"]).sum(),
+                 N(z["mu_b"], 1.0 / z["u_b"]).log_prob(z["b"]).sum(),
+                 N(z["mu_gamma"], 1.0 / z["u_gamma"]).log_prob(z["gamma"]).sum(),
+                 -binary_cross_entropy_with_logits(logits, obs, reduction="sum")]  # Bernoulli(logits).log_prob
+        guide = [N(p("loc_mu_b"), p("scale_mu_b")).log_prob(z["mu_b"]).sum(),
+                 G(p("alpha_b"), p("beta_b")).log_prob(z["u_b"]).sum(),
+                 N(p("loc_mu_theta"), p("scale_mu_theta")).log_prob(z["mu_theta"]).sum(),
+                 G(p("alpha_theta"), p("beta_theta")).log_prob(z["u_theta"]).sum(),
+                 N(p("loc_mu_gamma"), p("scale_mu_gamma")).log_prob(z["mu_gamma"]).sum(),
+                 G(p("alpha_gamma"), p("beta_gamma")).log_prob(z["u_gamma"]).sum(),
+                 N(p("loc_ability"), p("scale_ability")).log_prob(z["theta"]).sum(),
+                 N(p("loc_diff"), p("scale_diff")).log_prob(z["b"]).sum(),
+                 N(p("loc_disc"), p("scale_disc")).log_prob(z["gamma"]).sum()]
+        return model, guide
+
+    prior_draws()
+    with torch.no_grad():
+        guide_draws()  # the guide's first call
+    params = [raw[name] for name, _, _ in names_shapes]
+    opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=lr_decay)
+    best = float("inf")
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    for _ in range(epochs):
+        model_lp, guide_lp = elbo_terms(guide_draws())
+        # pyro's Trace_ELBO: the loss is a sum of per-site floats; the gradient is of the same sum
+        elbo, surrogate = 0.0, torch.zeros(())
+        for t in model_lp:
+            elbo, surrogate = elbo + float(t.detach()), surrogate + t
+        for t in guide_lp:
+            elbo, surrogate = elbo - float(t.detach()), surrogate - t
+        loss = -elbo
+        opt.zero_grad()
+        loss_tensor: Any = -surrogate
+        loss_tensor.backward()
+        opt.step()
+        if loss < best:
+            best = loss
+            with torch.no_grad():
+                kept = (raw["loc_disc"].detach().numpy().astype(np.float64).copy(),
+                        raw["loc_diff"].detach().numpy().astype(np.float64).ravel().copy(),
+                        raw["loc_ability"].detach().numpy().astype(np.float64).copy())
+        sched.step()
+    assert kept is not None
+    return IRTFit(a=kept[0], b=kept[1], theta=kept[2], loss=best)
+
+
+# --------------------------------------------------------------------------------------------
+# abilities, dimension, lambda
+# --------------------------------------------------------------------------------------------
+
+
+def estimate_theta(y: Any, a: Any, b: Any, eps: float = EPS) -> np.ndarray:
+    """Maximum-likelihood ability of one model from its scores ``y`` on items ``a (n x D)``,
+    ``b (n,)``: tinyBenchmarks' ``estimate_ability_parameters`` (BFGS from 0, numerical gradient,
+    ``log(P + eps)``; no prior). Returns ``(D,)``."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.ndim != 2 or a.shape[0] != y.shape[0] or b.shape[0] != y.shape[0]:
+        raise ValueError("y, a (n x D) and b (n,) must have the same number of items")
+
+    def nll(t: np.ndarray) -> float:
+        P = item_curve(t[None, :], a, b)[0]
+        return -float(np.sum(y * np.log(P + eps) + (1.0 - y) * np.log(1.0 - P + eps)))
+
+    return np.asarray(minimize(nll, np.zeros(a.shape[1]), method="BFGS").x)
+
+
+def _validation_split(m: int) -> tuple[np.ndarray, np.ndarray]:
+    val = np.arange(0, m, 5)  # training_irt.ipynb: val_ind = range(0, n_models, 5)
+    return np.setdiff1d(np.arange(m), val), val
+
+
+def select_dimension(Y: Any, dims: tuple[int, ...] = DIMS, *, epochs: int = EPOCHS, lr: float = LR,
+                     seed: int = SEED) -> tuple[int, dict[int, float]]:
+    """tinyBenchmarks' dimension heuristic: per ``D`` in ``dims`` the validation error
+    ``mean_j |mean_{odd} P_j - mean_{odd} y_j|`` (abilities on the even items) of an IRT model fitted
+    on the references except every fifth; returns ``(best D, {D: error})`` (first on ties)."""
+    Y = _check_responses(Y)
+    m, n = Y.shape
+    if m < 2 or n < 2:
+        raise ValueError("the dimension heuristic needs at least 2 references and 2 items")
+    Yb, _ = binarize(Y)
+    train, val = _validation_split(m)
+    if train.size == 0:
+        raise ValueError("the dimension heuristic needs at least 2 references")
+    seen, unseen = np.arange(0, n, 2), np.arange(1, n, 2)
+    errors: dict[int, float] = {}
+    for d in dims:
+        fit = fit_multidim_2pl(Yb[train], d, epochs=epochs, lr=lr, seed=seed)
+        err = []
+        for j in val:
+            th = estimate_theta(Yb[j, seen], fit.a[seen], fit.b[seen])
+            err.append(abs(float(item_curve(th, fit.a, fit.b)[0, unseen].mean()) - float(Y[j, unseen].mean())))
+        errors[int(d)] = float(np.mean(err))
+    best = min(errors, key=lambda d: (errors[d], list(errors).index(d)))
+    return best, errors
+
+
+def gp_irt_lambda(bias: float, Y: Any, n_anchors: int) -> float:
+    """``lam = b^2 / (b^2 + v / (4 n))``, ``v`` the mean over references of the variance of their
+    scores across items (training_irt.ipynb ``get_lambda(b, v / (4 * number_item))``)."""
+    v = float(np.var(np.asarray(Y, dtype=np.float64), axis=1).mean())
+    b2 = float(bias) ** 2
+    denom = b2 + v / (4.0 * n_anchors)
+    return float(b2 / denom) if denom > 0 else 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# anchors
 # --------------------------------------------------------------------------------------------
 
 
 class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
-    """tinyBenchmarks "IRT anchor points": fit a 2PL model on the reference matrix ``Y_ref``
-    (models x items), run ``KMeans(k, random_state=seed, n_init="auto")`` on the item parameters
-    ``[a_i, b_i]`` and take, per cluster, the item closest to its centroid (clusters visited by
-    size desc, ties by index; if that item is already taken, the next closest free one, so the
-    ``k`` items are distinct).
+    """tinyBenchmarks IRT anchor points: the IRT model (dimension by the validation heuristic unless
+    ``dim`` is given), ``KMeans(k, n_init="auto", random_state=seed)`` on ``[a_i, b_i]``, per
+    cluster the nearest item (distinct), weights = cluster sizes / N.
 
-    Fitted attributes: ``ranking_`` (k item indices, cluster size desc), ``weights_`` (cluster
-    sizes / n, in ranking order, sum 1), ``gains_`` (NaN), ``a_``, ``b_``, ``theta_`` (the 2PL fit),
-    ``cluster_centers_``, ``labels_`` (cluster of every item, renumbered in ranking order).
+    Fitted: ``ranking_`` (k items, in cluster order), ``weights_`` (sum 1), ``gains_`` (NaN), ``a_``,
+    ``b_``, ``theta_`` (the IRT fit on all references), ``dim_``, ``dim_errors_`` ({D: validation
+    error}), ``bias_`` (the chosen D's validation error, gp-IRT's ``b_hat``), ``threshold_``.
     """
 
     ranking_: np.ndarray
@@ -218,43 +377,41 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
     a_: np.ndarray
     b_: np.ndarray
     theta_: np.ndarray
+    bias_: float
 
-    def __init__(self, k: int, seed: int = 0, dim: int = 1, l2: float = 1.0,
-                 max_iter: int = 1000) -> None:
+    def __init__(self, k: int, seed: int = SEED, dim: int | None = None, epochs: int = EPOCHS,
+                 lr: float = LR) -> None:
         self.k = k
         self.seed = seed
         self.dim = dim
-        self.l2 = l2
-        self.max_iter = max_iter
+        self.epochs = epochs
+        self.lr = lr
 
     def fit(self, Y_ref: Any, y: Any = None) -> IRTSelection:
         Y = _check_responses(Y_ref)
         n = Y.shape[1]
         if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or not 1 <= self.k <= n:
             raise ValueError(f"k must be an integer in [1, n_items={n}], got {self.k!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        seed = _check_int("seed", self.seed, 0)
+        dims = DIMS if self.dim is None else (_check_int("dim", self.dim, 1),)
+        self.dim_, self.dim_errors_ = select_dimension(Y, dims, epochs=self.epochs, lr=self.lr, seed=seed)
+        self.bias_ = self.dim_errors_[self.dim_]
+        Yb, self.threshold_ = binarize(Y)
+        fit = fit_multidim_2pl(Yb, self.dim_, epochs=self.epochs, lr=self.lr, seed=seed)
+        self.a_, self.b_, self.theta_ = fit.a, fit.b, fit.theta
         k = int(self.k)
-        a, b, theta = fit_2pl(Y, dim=self.dim, l2=self.l2, max_iter=self.max_iter, seed=self.seed)
-        X = np.column_stack([a, b])
-        km = KMeans(n_clusters=k, random_state=int(self.seed), n_init="auto").fit(X)
-        sizes = np.bincount(km.labels_, minlength=k)
-        order = np.lexsort((np.arange(k), -sizes))
-        centers = km.cluster_centers_[order]
-        ranking = nearest_distinct_items(centers, X)
-        relabel = np.empty(k, dtype=np.int64)
-        relabel[order] = np.arange(k)
-        self.ranking_ = ranking
-        self.weights_ = sizes[order].astype(np.float64) / n
+        X = np.column_stack([fit.a, fit.b])
+        km = KMeans(n_clusters=k, n_init="auto", random_state=seed).fit(X, sample_weight=np.full(n, 1.0 / n))
+        self.ranking_ = nearest_distinct_items(km.cluster_centers_, X)
+        self.weights_ = np.bincount(km.labels_, minlength=k).astype(np.float64) / n
         self.gains_ = np.full(k, np.nan)
-        self.a_, self.b_, self.theta_ = a, b, theta
-        self.cluster_centers_ = centers
-        self.labels_ = relabel[km.labels_]
+        self.cluster_centers_ = km.cluster_centers_
+        self.labels_ = km.labels_
         return self
 
 
 # --------------------------------------------------------------------------------------------
-# Estimators
+# estimators
 # --------------------------------------------------------------------------------------------
 
 
@@ -263,56 +420,31 @@ class IRTEstimates(NamedTuple):
     gp_irt: np.ndarray
 
 
-def _p_irt(y_S: np.ndarray, P_full: np.ndarray, selected: np.ndarray) -> np.ndarray:
-    """p-IRT for targets ``y_S (t x n)`` given IRT curves ``P_full (t x N)``."""
-    N = P_full.shape[1]
-    n = selected.size
-    unseen = np.ones(N, dtype=bool)
-    unseen[selected] = False
-    obs = np.nanmean(y_S, axis=1)
-    if n >= N:
-        return np.asarray(obs)
-    return np.asarray((n / N) * obs + (1.0 - n / N) * P_full[:, unseen].mean(axis=1))
-
-
 class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
-    """p-IRT / gp-IRT estimates of full-benchmark mean scores from coreset scores.
+    """p-IRT and gp-IRT (tinyBenchmarks ``estimating_performance.ipynb``) from coreset scores.
 
-    ``fit(Y_ref, selected, weights=None, item_params=None)``: ``Y_ref`` the reference matrix
-    (models x N items), ``selected`` the coreset item indices, ``weights`` the anchor weights
-    (default uniform; normalised to sum 1), ``item_params`` an optional ``(a, b)`` or
-    ``(a, b, theta_ref)`` already fitted on ``Y_ref`` (e.g. ``(sel.a_, sel.b_, sel.theta_)`` of an
-    :class:`IRTSelection`), else a 2PL is fitted.
+    ``fit(Y_ref, selected, weights=None, item_params=None, bias=None)``: ``Y_ref`` the references'
+    scores (m x N), ``selected`` the coreset's item indices, ``weights`` the anchor weights (default
+    uniform, normalised to sum 1), ``item_params`` ``(a, b)`` of an IRT model fitted on ``Y_ref`` (else
+    :class:`IRTSelection`'s pipeline fits one), ``bias`` its validation error ``b_hat`` (needed with
+    ``item_params`` unless ``lam`` is fixed). ``lam_`` is gp-IRT's weight of the anchor estimate.
 
-    A target's theta is the MAP estimate on its coreset scores under a Gaussian prior:
-    ``theta_l2="auto"`` (default) is empirical Bayes, prior ``N(mean(theta_ref), var(theta_ref))``
-    (isotropic: precision ``1 / mean per-dimension variance``) from the reference abilities; when
-    no ``theta_ref`` is known (``item_params=(a, b)``) it falls back to ``N(0, I)``. A number sets
-    the prior precision, with prior mean 0.
-    ``lam`` (``None`` = heuristic, see the module docstring) is stored as ``lam_``, with
-    ``bias_`` (b_hat) and ``sigma2_`` (sigma_hat^2).
-
-    ``predict(y_S)`` with ``y_S`` of shape ``(n,)`` (one target) or ``(t, n)`` (coreset order as
-    ``selected``) returns ``IRTEstimates(p_irt, gp_irt)`` (arrays of shape ``(t,)``) and sets
-    ``p_irt_``, ``gp_irt_``, ``weighted_`` (the anchor estimate), ``theta_`` (``(t, dim)``) and
-    ``item_probabilities_`` (``(t, N)``: the 2PL curves at ``theta_``, for item-level Agreement).
+    ``predict(y_S)`` (``(n,)`` or ``(t, n)``, coreset order) returns ``IRTEstimates(p_irt, gp_irt)``
+    and sets ``theta_``, ``item_probabilities_`` (``(t, N)``) and ``weighted_`` (the anchor estimate).
     """
 
-    def __init__(self, dim: int = 1, l2: float = 1.0, theta_l2: float | str = "auto",
-                 lam: float | None = None, var_scale: float = 1.0, max_iter: int = 1000,
-                 seed: int = 0) -> None:
+    def __init__(self, dim: int | None = None, lam: float | None = None, epochs: int = EPOCHS,
+                 lr: float = LR, seed: int = SEED) -> None:
         self.dim = dim
-        self.l2 = l2
-        self.theta_l2 = theta_l2
         self.lam = lam
-        self.var_scale = var_scale
-        self.max_iter = max_iter
+        self.epochs = epochs
+        self.lr = lr
         self.seed = seed
 
     def fit(self, Y_ref: Any, selected: Any, weights: Any = None,
-            item_params: tuple[np.ndarray, ...] | None = None) -> IRTPredictor:
+            item_params: tuple[np.ndarray, ...] | None = None, bias: float | None = None) -> IRTPredictor:
         Y = _check_responses(Y_ref)
-        m, N = Y.shape
+        N = Y.shape[1]
         sel = np.asarray(selected, dtype=np.int64).ravel()
         if sel.size < 1 or sel.min() < 0 or sel.max() >= N or np.unique(sel).size != sel.size:
             raise ValueError("selected must be distinct item indices in [0, n_items)")
@@ -324,67 +456,26 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
             if w.shape != (n,) or np.any(w < 0) or not np.isfinite(w).all() or w.sum() <= 0:
                 raise ValueError("weights must be non-negative, finite, one per selected item")
             w = w / w.sum()
-        theta_ref = None
         if item_params is None:
-            a, b, theta_ref = fit_2pl(Y, dim=self.dim, l2=self.l2, max_iter=self.max_iter,
-                                      seed=self.seed)
+            pipe = IRTSelection(k=1, seed=self.seed, dim=self.dim, epochs=self.epochs, lr=self.lr).fit(Y)
+            a, b, bias = pipe.a_, pipe.b_, pipe.bias_
         else:
-            if len(item_params) not in (2, 3):
-                raise ValueError("item_params must be (a, b) or (a, b, theta_ref)")
             a = np.asarray(item_params[0], dtype=np.float64).reshape(N, -1)
             b = np.asarray(item_params[1], dtype=np.float64).ravel()
             if b.shape != (N,):
-                raise ValueError("item_params must be (a (N x d), b (N,)) for the N items of Y_ref")
-            if len(item_params) == 3:
-                theta_ref = np.asarray(item_params[2], dtype=np.float64).reshape(-1, a.shape[1])
+                raise ValueError("item_params must be (a (N x D), b (N,)) for the N items of Y_ref")
         self.a_, self.b_ = a, b
-        self.prior_l2_, self.prior_mean_ = self._prior(theta_ref, a.shape[1])
-        self.selected_ = sel
-        self.weights_ = w
-        self.n_items_ = N
-        self.sigma2_ = float(np.nanvar(Y))
+        self.selected_, self.weights_, self.n_items_ = sel, w, N
         if self.lam is not None:
             if not 0.0 <= float(self.lam) <= 1.0:
                 raise ValueError(f"lam must be in [0, 1], got {self.lam!r}")
-            self.bias_ = float("nan")
-            self.lam_ = float(self.lam)
-            return self
-        self.bias_ = self._validation_bias(Y, sel)
-        v = self.var_scale * self.sigma2_ / n
-        b2 = self.bias_ ** 2
-        self.lam_ = float(b2 / (b2 + v)) if b2 + v > 0 else 1.0
-        return self
-
-    def _prior(self, theta_ref: np.ndarray | None, d: int) -> tuple[float, np.ndarray]:
-        if isinstance(self.theta_l2, str):
-            if self.theta_l2 != "auto":
-                raise ValueError(f"theta_l2 must be 'auto' or a positive number, got {self.theta_l2!r}")
-            if theta_ref is None or theta_ref.shape[0] < 2:
-                return 1.0, np.zeros(d)
-            var = float(theta_ref.var(axis=0).mean())
-            return 1.0 / max(var, 1e-6), theta_ref.mean(axis=0)
-        if not (float(self.theta_l2) > 0 and np.isfinite(float(self.theta_l2))):
-            raise ValueError(f"theta_l2 must be 'auto' or a positive number, got {self.theta_l2!r}")
-        return float(self.theta_l2), np.zeros(d)
-
-    def _validation_bias(self, Y: np.ndarray, sel: np.ndarray) -> float:
-        """b_hat: mean |true full score - p-IRT| on a seeded validation half of the references,
-        with the 2PL fitted on the other half. With fewer than 4 references, in-sample."""
-        m = Y.shape[0]
-        if m < 4:
-            a, b, va = self.a_, self.b_, np.arange(m)
-            l2, mu = self.prior_l2_, self.prior_mean_
+            self.bias_, self.lam_ = float("nan"), float(self.lam)
         else:
-            perm = np.random.default_rng(self.seed).permutation(m)
-            tr, va = perm[: m // 2], perm[m // 2:]
-            a, b, th = fit_2pl(Y[tr], dim=self.a_.shape[1], l2=self.l2, max_iter=self.max_iter,
-                               seed=self.seed)
-            l2, mu = self._prior(th, a.shape[1])
-        Yv = Y[va]
-        thetas = np.array([estimate_theta(Yv[j, sel], a[sel], b[sel], l2=l2, prior_mean=mu)
-                           for j in range(Yv.shape[0])])
-        p = _p_irt(Yv[:, sel], item_curve(thetas, a, b), sel)
-        return float(np.mean(np.abs(np.nanmean(Yv, axis=1) - p)))
+            if bias is None or not np.isfinite(bias):
+                raise ValueError("bias (the IRT model's validation error) is needed to set gp-IRT's lambda")
+            self.bias_ = float(bias)
+            self.lam_ = gp_irt_lambda(self.bias_, Y, n)
+        return self
 
     def predict(self, y_S: Any) -> IRTEstimates:
         if not hasattr(self, "a_"):
@@ -395,20 +486,31 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
         n = self.selected_.size
         if yS.ndim != 2 or yS.shape[1] != n:
             raise ValueError(f"y_S must have shape (n,) or (t, n) with n={n}, got {np.shape(y_S)}")
-        obs = ~np.isnan(yS)
-        if np.any((yS[obs] < 0) | (yS[obs] > 1)) or not obs.any(axis=1).all():
-            raise ValueError("y_S must hold scores in [0, 1], at least one observed per target")
-        sel = self.selected_
-        thetas = np.array([estimate_theta(row, self.a_[sel], self.b_[sel], l2=self.prior_l2_,
-                                          prior_mean=self.prior_mean_) for row in yS])
+        if not np.isfinite(yS).all() or np.any((yS < 0) | (yS > 1)):
+            raise ValueError("y_S must hold finite scores in [0, 1]")
+        sel, N = self.selected_, self.n_items_
+        thetas = np.array([estimate_theta(row, self.a_[sel], self.b_[sel]) for row in yS])
         P = item_curve(thetas, self.a_, self.b_)
-        p_irt = _p_irt(yS, P, sel)
-        wmat = np.where(obs, self.weights_, 0.0)
-        weighted = (np.where(obs, yS, 0.0) * wmat).sum(axis=1) / wmat.sum(axis=1).clip(1e-300)
+        unseen = np.ones(N, dtype=bool)
+        unseen[sel] = False
+        data_part = yS.mean(axis=1)
+        p_irt = data_part if n >= N else (n / N) * data_part + (1.0 - n / N) * P[:, unseen].mean(axis=1)
+        weighted = yS @ self.weights_
         gp = self.lam_ * weighted + (1.0 - self.lam_) * p_irt
-        self.theta_ = thetas
-        self.item_probabilities_ = P
-        self.weighted_ = weighted
-        self.p_irt_ = p_irt
-        self.gp_irt_ = gp
-        return IRTEstimates(p_irt, gp)
+        self.theta_, self.item_probabilities_, self.weighted_ = thetas, P, weighted
+        self.p_irt_, self.gp_irt_ = p_irt, gp
+        return IRTEstimates(np.asarray(p_irt), np.asarray(gp))
+
+
+def irt_predictor_for(Y_ref: Any, selected: Any, weights: Any = None, selector: Any = None,
+                      seed: int = SEED, **params: Any) -> IRTPredictor:
+    """An :class:`IRTPredictor` for a coreset chosen by any selector: with an :class:`IRTSelection`
+    its IRT model (and ``b_hat``) is reused; otherwise the pipeline fits one on ``Y_ref`` (the
+    cache makes it once per reference matrix). ``params`` are :class:`IRTSelection`'s ``dim``,
+    ``epochs``, ``lr``."""
+    if isinstance(selector, IRTSelection):
+        return IRTPredictor(seed=seed).fit(Y_ref, selected, weights=weights,
+                                           item_params=(selector.a_, selector.b_), bias=selector.bias_)
+    pipe = IRTSelection(k=1, seed=seed, **params).fit(Y_ref)
+    return IRTPredictor(seed=seed).fit(Y_ref, selected, weights=weights, item_params=(pipe.a_, pipe.b_),
+                                       bias=pipe.bias_)

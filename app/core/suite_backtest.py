@@ -43,7 +43,7 @@ from app.core.backtest import (
     split_models,
 )
 from app.core.intervals import interval_from_errors, pooled_errors
-from app.core.irt import IRTPredictor, IRTSelection
+from app.core.irt import irt_predictor_for
 from app.core.selection.baselines import stratified_counts
 
 __all__ = ["OVERALL", "split_total_budget", "run_suite_backtest"]
@@ -62,8 +62,7 @@ def split_total_budget(sizes: Sequence[int], fraction: float) -> list[int]:
 def _estimate(name: str, Y_ref: np.ndarray, idx: np.ndarray, weights: Any, selector: Any, yr: np.ndarray,
               Xt: np.ndarray, seed: int) -> np.ndarray:
     if name in ("gp_irt", "p_irt"):
-        params = (selector.a_, selector.b_, selector.theta_) if isinstance(selector, IRTSelection) else None
-        est = IRTPredictor(seed=seed).fit(Y_ref, idx, weights=weights, item_params=params).predict(Xt)
+        est = irt_predictor_for(Y_ref, idx, weights=weights, selector=selector, seed=seed).predict(Xt)
         return est.gp_irt if name == "gp_irt" else est.p_irt
     if name == "weighted_mean" and weights is None:
         weights = np.full(idx.size, 1.0 / idx.size)

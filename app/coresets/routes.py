@@ -14,6 +14,7 @@ from app.coresets import predict as coreset_predict
 from app.coresets import service as coreset_service
 from app.coresets.families.base import CoresetRequest
 from app.coresets.schemas import (
+    CoresetBatchPrediction,
     CoresetCreate,
     CoresetCreated,
     CoresetList,
@@ -25,6 +26,7 @@ from app.coresets.schemas import (
 )
 from app.embeddings.service import allowed_model
 from app.kit.deps import AppSettings, DbSession, JobQueue, Pagination, accepted
+from app.kit.errors import InvalidInput
 from app.kit.schemas import JobRef
 
 router = APIRouter(prefix="/v1/coresets", tags=["coresets"])
@@ -69,10 +71,18 @@ def export_coreset(coreset_id: str, session: DbSession,
     return Response(body, media_type=media_type)
 
 
-@router.post("/{coreset_id}/predict", response_model=CoresetPrediction, response_model_exclude_unset=True)
-def predict(coreset_id: str, body: PredictRequest, session: DbSession) -> CoresetPrediction:
-    """Full-benchmark estimates with intervals from the target model's coreset scores."""
+@router.post("/{coreset_id}/predict", response_model=CoresetPrediction | CoresetBatchPrediction,
+             response_model_exclude_unset=True)
+def predict(coreset_id: str, body: PredictRequest, session: DbSession) -> CoresetPrediction | CoresetBatchPrediction:
+    """Full-benchmark estimates with intervals from the target model's coreset scores (or, with
+    ``models``, from each listed model's stored scores)."""
     coreset = coreset_service.get_coreset(session, coreset_id)
+    if body.models is not None:
+        if body.model is not None or body.scores is not None:
+            raise InvalidInput("send `models` alone, or one `model` / `scores`",
+                               [{"field": "models", "detail": "not with model or scores"}])
+        batch = coreset_predict.predict_models(session, coreset, body.models, level=body.level)
+        return CoresetBatchPrediction.model_validate(batch)
     scores = None if body.scores is None else [s.model_dump() for s in body.scores]
     result = coreset_predict.predict(session, coreset, model=body.model, scores=scores, level=body.level)
     return CoresetPrediction.model_validate(result)

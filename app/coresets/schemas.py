@@ -36,6 +36,9 @@ class ScoreIn(RequestModel):
 class PredictRequest(RequestModel):
 
     model: str | None = Field(None, description="The target model; without `scores`, its stored scores are used.")
+    models: list[str] | None = Field(
+        None, min_length=1, max_length=1000,
+        description="Batch: several models with stored scores (names or ids); the answer is `{predictions: [...]}`.")
     scores: list[ScoreIn] | None = None
     level: float | None = Field(
         None, gt=0, lt=1, description="Interval level; default 0.95 (text and repcore coresets), 0.9 (score-based).")
@@ -137,3 +140,11 @@ class CoresetPrediction(BaseModel):
     overall: AggregateEstimate
     extrapolation: bool
     agreement: float | None = Field(None, description="Item-level agreement (score-based and repcore: null).")
+
+
+class CoresetBatchPrediction(BaseModel):
+    """``POST /v1/coresets/{id}/predict`` with ``models``: one prediction per model, in request order."""
+
+    coreset: str
+    level: float
+    predictions: list[CoresetPrediction]

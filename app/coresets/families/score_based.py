@@ -32,14 +32,14 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
 from app.core.intervals import coreset_cross_fitted_errors
-from app.core.irt import IRTPredictor, IRTSelection
+from app.core.irt import IRTSelection, irt_predictor_for
 from app.core.selection.base import ParamSpec
 from app.core.selection.baselines import stratified_counts
 from app.core.selection.score_based import SCORE_METHODS, SCORE_PARAMS
 from app.coresets.budget import plan_budget
 from app.coresets.families import score_predictions
 from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
-from app.coresets.families.score_predictions import DEFAULT_PREDICTOR, PREDICTORS, predictor_factory
+from app.coresets.families.score_predictions import DEFAULT_PREDICTOR, IRT_PREDICTORS, PREDICTORS, predictor_factory
 from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, BenchmarkModel, Coreset, Item, Model
 from app.kit.errors import ErrorCollector, InvalidInput
@@ -48,8 +48,10 @@ from app.kit.validation import check_params
 from app.models.service import get_reference_models
 
 IRT_PARAMS: dict[str, ParamSpec] = {
-    "dim": ParamSpec(int, "dimension of the 2PL ability / discrimination (default 1)", minimum=1, maximum=64),
-    "l2": ParamSpec(float, "L2 penalty of the 2PL fit (default 1.0)", minimum=0, exclusive_minimum=True),
+    "dim": ParamSpec(int, "IRT dimension; default: chosen from 5 and 10 by tinyBenchmarks' validation heuristic",
+                     minimum=1, maximum=64),
+    "epochs": ParamSpec(int, "SVI epochs of the IRT fit (py-irt default 2000)", minimum=1, maximum=100000),
+    "lr": ParamSpec(float, "Adam learning rate of the IRT fit (py-irt default 0.1)", minimum=0, exclusive_minimum=True),
 }
 METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PARAMS}
 DEFAULT_LEVEL = 0.9
@@ -70,7 +72,13 @@ class ScoreBasedFamily:
     def check_params(self, method: str, params: dict[str, Any], seed: int, *,
                      field: str = "params") -> dict[str, Any]:
         """422 unless ``params`` are valid constructor parameters of ``method`` (errors at ``field.<name>``)."""
+        irt_options = params.pop("irt", None) if method != "irt" else None
         checked = check_params(METHOD_PARAMS[method], params, method=method, field=field)
+        if irt_options is not None:  # the IRT model of a gp_irt / p_irt predictor on another selector
+            if not isinstance(irt_options, dict):
+                raise InvalidInput(f"{field}.irt must be an object of IRT options ({', '.join(IRT_PARAMS)})",
+                                   [{"field": f"{field}.irt", "detail": "an object"}])
+            checked_irt = check_params(IRT_PARAMS, irt_options, method="irt", field=f"{field}.irt")
         if method == "irt":
             return checked  # the spec's rules are all of IRTSelection's parameter checks
         try:
@@ -83,7 +91,7 @@ class ScoreBasedFamily:
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field,
                                                                               "detail": str(exc)}]) from None
-        return checked
+        return checked if irt_options is None else {**checked, "irt": checked_irt}
 
     def validate(self, session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> SelectionPlan:
         return validate_request(session, request, benchmarks)
@@ -94,6 +102,10 @@ class ScoreBasedFamily:
 
     def predict(self, session: Session, coreset: Coreset, scores: TargetScores, level: float) -> dict[str, Any]:
         return score_predictions.predict(session, coreset, scores.values, scores.model, level)
+
+    def predict_many(self, session: Session, coreset: Coreset, scores: list[TargetScores],
+                     level: float) -> list[dict[str, Any]]:
+        return score_predictions.predict_many(session, coreset, [(s.values, s.model) for s in scores], level)
 
 
 SCORE_BASED = ScoreBasedFamily()
@@ -131,9 +143,6 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
     if predictor is not None and predictor not in PREDICTORS:
         raise InvalidInput(f"unknown predictor {predictor!r}; valid predictors: {', '.join(PREDICTORS)}",
                            [{"field": "predictor", "detail": f"one of {list(PREDICTORS)}"}])
-    if predictor == "irt" and method != "irt":
-        raise InvalidInput("predictor 'irt' (p-IRT / gp-IRT) needs method 'irt' (its fitted 2PL item parameters)",
-                           [{"field": "predictor", "detail": "irt only with method irt"}])
     if request.reference_models is None:
         raise InvalidInput(
             f"score-based method {method!r} needs reference_models (a list of model names or \"all\"), "
@@ -154,7 +163,7 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
             + (f" ({', '.join(names)})" if names else ""),
             [{"field": "reference_models", "detail": f"at least {MIN_REFERENCES} reference models",
               "found": len(names)}])
-    if method == "irt" or predictor == "irt":
+    if method == "irt" or predictor in IRT_PREDICTORS:
         for b in benchmarks:
             matrix = load_matrix(session, b, b.default_metric)
             rows = [i for i, n in enumerate(matrix.model_names) if n in set(names)]
@@ -163,6 +172,10 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
             if vals.size and (vals.min() < 0 or vals.max() > 1):
                 raise InvalidInput(f"IRT needs scores in [0, 1]; benchmark {b.name!r} has scores outside",
                                    [{"field": "method", "detail": "irt needs scores in [0, 1]"}])
+    if "irt" in (request.params or {}) and method != "irt" and predictor not in IRT_PREDICTORS:
+        raise InvalidInput("params.irt sets the IRT model of a gp_irt / p_irt predictor; this request has predictor "
+                           f"{predictor or DEFAULT_PREDICTOR!r}",
+                           [{"field": "params.irt", "detail": "needs an IRT predictor"}])
     payload = {"method": method, "k": int(sum(counts)), "per_benchmark": [int(c) for c in counts],
                "predictor_explicit": predictor is not None, "references": names}
     stored = request.reference_models if request.reference_models == "all" else names
@@ -202,10 +215,30 @@ def impute(values: np.ndarray) -> tuple[np.ndarray, int]:
     return np.where(missing, means[None, :], values), int(missing.sum())
 
 
+def _irt_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The IRT options: ``irt``'s own params, or ``params.irt`` of another selector."""
+    source = params if method == "irt" else dict(params.get("irt") or {})
+    return {key: source[key] for key in IRT_PARAMS if key in source}
+
+
 def _fit_selector(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray) -> Any:
     if method == "irt":
-        return IRTSelection(k=k, seed=seed, dim=int(params.get("dim", 1)), l2=float(params.get("l2", 1.0))).fit(Y)
-    return SCORE_METHODS[method](k=k, seed=seed, **params).fit(Y)
+        return IRTSelection(k=k, seed=seed, **_irt_params(method, params)).fit(Y)
+    return SCORE_METHODS[method](k=k, seed=seed, **{key: v for key, v in params.items() if key != "irt"}).fit(Y)
+
+
+def _irt_fit(method: str, params: dict[str, Any], seed: int, fitted: Any, Y: np.ndarray, ranking: np.ndarray,
+             weights: list[float] | None) -> dict[str, Any]:
+    """tinyBenchmarks' IRT model and gp-IRT lambda for the coreset (``app.core.irt``): the selector's
+    own model for ``irt``, else the pipeline fitted on the references; and the references' residuals
+    under it, which calibrate the interval (in-sample: the IRT model saw these references)."""
+    pred = irt_predictor_for(Y, ranking, weights=weights, selector=fitted, seed=seed, **_irt_params(method, params))
+    est = pred.predict(Y[:, ranking])
+    y_ref = Y.mean(axis=1)
+    dim = int(pred.a_.shape[1])
+    return {"kind": "tinybenchmarks", "a": pred.a_.tolist(), "b": pred.b_.tolist(), "lam": float(pred.lam_),
+            "bias": float(pred.bias_), "dim": dim, "selected": ranking.tolist(),
+            "residuals": {"gp_irt": (y_ref - est.gp_irt).tolist(), "p_irt": (y_ref - est.p_irt).tolist()}}
 
 
 def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray,
@@ -221,6 +254,8 @@ def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k:
         keep = method in WEIGHTED_METHODS and w is not None
         return np.asarray(fitted.ranking_, dtype=np.int64), np.asarray(w, dtype=float).tolist() if keep else None
 
+    if method == "irt":  # ten refits of tinyBenchmarks' SVI pipeline (2-3 fits of 2000 epochs each) are out of budget
+        return {"kind": "loo", "reason": "method irt: the IRT pipeline is not refitted per fold"}
     try:
         errors = coreset_cross_fitted_errors(select, lambda w: predictor_factory(predictor, {"weights": w}), Y, y,
                                              n_folds=CALIBRATION_FOLDS, seed=seed)
@@ -273,16 +308,10 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
         }
         if predictor in ("ridge", "kernel_ridge"):
             fit["lambda"] = float(predictor_factory(predictor, fit)().fit(X_ref, y_ref).lambda_)
-        if predictor != "irt":
+        if predictor in IRT_PREDICTORS:
+            fit["irt"] = _irt_fit(method, params, seed, fitted, Y, ranking, fit["weights"])
+        else:
             fit["calibration"] = _cross_fitted_calibration(method, params, seed, k_b, Y, y_ref, predictor)
-        if predictor == "irt":
-            dim, l2 = int(params.get("dim", 1)), float(params.get("l2", 1.0))
-            a, b_, theta = fitted.a_, fitted.b_, fitted.theta_
-            irt = IRTPredictor(dim=dim, l2=l2, seed=seed).fit(
-                Y, ranking, weights=fit["weights"], item_params=(a, b_, theta))
-            fit["irt"] = {"a": np.asarray(a).tolist(), "b": np.asarray(b_).tolist(),
-                          "theta": np.asarray(theta).tolist(), "lam": float(irt.lam_), "dim": dim, "l2": l2,
-                          "selected": ranking.tolist()}
         fits[bid] = fit
         ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
 
@@ -302,6 +331,15 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
 
 def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The small, user-facing part of the fits (``diagnostics.fits_summary``); no per-reference arrays."""
+    def irt(fit: dict[str, Any]) -> dict[str, Any] | None:
+        s = fit.get("irt")
+        return None if not s else {"dim": s.get("dim"), "gp_irt_lambda": s.get("lam"), "bias": s.get("bias")}
+
+    def calibration(fit: dict[str, Any]) -> str:
+        if (fit.get("irt") or {}).get("residuals"):
+            return "reference_residuals"
+        return str((fit.get("calibration") or {}).get("kind", "loo"))
+
     return {bid: {"n_items": int(fit["n_items"]), "k": len(fit["items"]), "lambda": fit.get("lambda"),
-                  "n_references": len(fit["y_ref"]),
-                  "calibration": (fit.get("calibration") or {}).get("kind", "loo")} for bid, fit in fits.items()}
+                  "n_references": len(fit["y_ref"]), "irt": irt(fit),
+                  "calibration": calibration(fit)} for bid, fit in fits.items()}

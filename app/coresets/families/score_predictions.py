@@ -8,6 +8,9 @@ the cross-fitted ``calibration`` errors, so predict refits deterministically wit
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from threading import Lock
 from typing import Any
 
 import numpy as np
@@ -21,34 +24,43 @@ from app.core.intervals import (
     loo_conformal_interval,
     pooled_errors,
 )
-from app.core.irt import IRTPredictor, item_curve
+from app.core.irt import IRTPredictor
 from app.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
 from app.db.models import Benchmark, Coreset, Item
 from app.kit.errors import ErrorCollector
 from app.kit.validation import finite_or_none
 
-PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "irt")
+PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "gp_irt", "p_irt", "irt")
 DEFAULT_PREDICTOR = "kernel_ridge"
 
 
-class _IRTAdapter:
-    """gp-IRT with the coreset's stored 2PL item parameters; ``fit`` keeps them fixed (so its LOO
-    residuals are in-sample with respect to the 2PL fit, see docs/DECISIONS.md)."""
+IRT_PREDICTORS = ("gp_irt", "p_irt", "irt")  # "irt" is gp-IRT (its name before p-IRT was offered)
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec = spec
+
+class _IRTAdapter:
+    """tinyBenchmarks' p-IRT / gp-IRT (``app.core.irt.IRTPredictor``) with the coreset's stored IRT
+    model and lambda; ``fit`` keeps them fixed (the model was fitted on the references at selection).
+
+    A coreset stored before the tinyBenchmarks rewrite (no ``kind``) kept a 2PL with the difficulty
+    subtracted once, ``sigmoid(a . theta - b)``; it is the same curve with ``b / dim`` per dimension."""
+
+    def __init__(self, spec: dict[str, Any], variant: str, n_items: int) -> None:
+        self.spec, self.variant, self.n_items = spec, variant, n_items
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> _IRTAdapter:
         s = self.spec
-        a, b, theta = np.asarray(s["a"]), np.asarray(s["b"]), np.asarray(s["theta"])
-        theta = theta.reshape(-1, a.reshape(len(b), -1).shape[1])
-        expected = item_curve(theta, a.reshape(len(b), -1), b)  # the 2PL's expected reference scores
-        self.model_ = IRTPredictor(dim=s["dim"], l2=s["l2"], lam=s["lam"]).fit(
-            expected, s["selected"], weights=s.get("weights"), item_params=(a, b, theta))
+        b = np.asarray(s["b"], dtype=float)
+        a = np.asarray(s["a"], dtype=float).reshape(len(b), -1)
+        if s.get("kind") != "tinybenchmarks":
+            b = b / a.shape[1]
+        dummy = np.zeros((1, len(b)))  # lambda is fixed, so only the shapes of Y_ref matter
+        self.model_ = IRTPredictor(lam=float(s["lam"])).fit(dummy, s["selected"], weights=s.get("weights"),
+                                                            item_params=(a, b))
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model_.predict(np.clip(np.asarray(X, dtype=float), 0.0, 1.0)).gp_irt)
+        est = self.model_.predict(np.clip(np.asarray(X, dtype=float), 0.0, 1.0))
+        return np.asarray(est.p_irt if self.variant == "p_irt" else est.gp_irt)
 
 
 def predictor_factory(name: str, fit: dict[str, Any]) -> Any:
@@ -56,8 +68,9 @@ def predictor_factory(name: str, fit: dict[str, Any]) -> Any:
     if name == "weighted_mean":
         w = fit.get("weights")
         return (lambda: WeightedMeanPredictor(w)) if w is not None else MeanPredictor
-    if name == "irt":
-        return lambda: _IRTAdapter({**fit["irt"], "weights": fit.get("weights")})
+    if name in IRT_PREDICTORS:
+        variant = "p_irt" if name == "p_irt" else "gp_irt"
+        return lambda: _IRTAdapter({**fit["irt"], "weights": fit.get("weights")}, variant, int(fit["n_items"]))
     if name in PREDICTOR_CLASSES:
         return PREDICTOR_CLASSES[name]
     raise ValueError(f"unknown predictor {name!r}")
@@ -84,61 +97,129 @@ def load_fits(session: Session, coreset: Coreset) -> dict[str, Any]:
     return (coreset.diagnostics or {}).get("fits") or {}
 
 
-def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
-            level: float) -> dict[str, Any]:
-    """Per benchmark the stored predictor (the extrapolation guard's AIPW for a target outside the
-    references' coreset means, unless the caller chose the predictor) with a split-conformal interval
-    on the stored cross-fitted errors; capabilities and overall on the pooled per-reference errors."""
-    diagnostics = coreset.diagnostics or {}
+@dataclass
+class _Prepared:
+    """What predict needs of one ready coreset, parsed once and kept in :data:`_PREPARED`: the fits,
+    the coreset items' ids, each benchmark's name / capability / scale, and the fitted predictors."""
+
+    fits: dict[str, Any]
+    item_ids: dict[int, str]
+    names: dict[str, str]
+    capabilities: dict[str, str]
+    scales: dict[str, tuple[float, float]]
+    fitted: dict[tuple[str, str], Any] = field(default_factory=dict)
+    X_means: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+_PREPARED: OrderedDict[tuple[str, Any], _Prepared] = OrderedDict()
+_PREPARED_LOCK = Lock()
+_PREPARED_SIZE = 32
+
+
+def _prepared(session: Session, coreset: Coreset) -> _Prepared:
+    """The coreset's parsed state, cached by (id, updated_at): a ready coreset's fits never change
+    without its row changing, and a refit is deterministic, so a cached predictor is the one predict
+    would refit."""
+    key = (coreset.id, coreset.updated_at)
+    with _PREPARED_LOCK:
+        if key in _PREPARED:
+            _PREPARED.move_to_end(key)
+            return _PREPARED[key]
     fits = load_fits(session, coreset)
-    stored = diagnostics.get("predictor") or coreset.predictor or DEFAULT_PREDICTOR
-    explicit = bool(diagnostics.get("predictor_explicit"))
     benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
     all_pks = [pk for fit in fits.values() for pk in fit["items"]]
-    item_ids = dict(session.execute(select(Item.pk, Item.item_id).where(Item.pk.in_(all_pks))).all())
+    item_ids = {int(pk): str(i) for pk, i in session.execute(select(Item.pk, Item.item_id)
+                                                             .where(Item.pk.in_(all_pks))).all()}
+    prep = _Prepared(fits=fits, item_ids=item_ids, names={bid: b.name for bid, b in benchmarks.items()},
+                     capabilities={bid: b.capability or b.name for bid, b in benchmarks.items()},
+                     scales={bid: _scale(b) for bid, b in benchmarks.items()})
+    for bid, fit in fits.items():
+        prep.X_means[bid] = np.asarray(fit["X_ref"], dtype=float).mean(axis=1)
+    with _PREPARED_LOCK:
+        _PREPARED[key] = prep
+        while len(_PREPARED) > _PREPARED_SIZE:
+            _PREPARED.popitem(last=False)
+    return prep
+
+
+def _fitted(prep: _Prepared, bid: str, name: str) -> Any:
+    """Predictor ``name`` fitted on benchmark ``bid``'s references (once per cached coreset)."""
+    key = (bid, name)
+    if key not in prep.fitted:
+        fit = prep.fits[bid]
+        prep.fitted[key] = predictor_factory(name, fit)().fit(np.asarray(fit["X_ref"], dtype=float),
+                                                              np.asarray(fit["y_ref"], dtype=float))
+    return prep.fitted[key]
+
+
+def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
+            level: float) -> dict[str, Any]:
+    """One target: :func:`predict_many` of one."""
+    return predict_many(session, coreset, [(values, model_name)], level)[0]
+
+
+def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[int, float], str | None]],
+                 level: float) -> list[dict[str, Any]]:
+    """Per target and benchmark the stored predictor (the extrapolation guard's AIPW for a target
+    outside the references' coreset means, unless the caller chose the predictor) with a
+    split-conformal interval on the stored cross-fitted errors; capabilities and overall on the pooled
+    per-reference errors. The predictors are fitted once per coreset (cached) and applied to all the
+    targets of a benchmark in one call, so a batch costs little more per target than its arithmetic."""
+    diagnostics = coreset.diagnostics or {}
+    prep = _prepared(session, coreset)
+    fits = prep.fits
+    stored = diagnostics.get("predictor") or coreset.predictor or DEFAULT_PREDICTOR
+    explicit = bool(diagnostics.get("predictor_explicit"))
     errors = ErrorCollector()
-    for bid in coreset.benchmark_ids:
-        missing = [item_ids.get(pk, str(pk)) for pk in fits[bid]["items"] if pk not in values]
-        if missing:
-            name = benchmarks[bid].name
-            errors.add(f"benchmark {name!r}: the target's scores on {len(missing)} coreset item(s) are missing: "
-                       f"{', '.join(map(str, missing[:20]))}{' ...' if len(missing) > 20 else ''}",
-                       field="scores", benchmark=name, items=missing)
+    for values, model_name in targets:
+        for bid in coreset.benchmark_ids:
+            missing = [prep.item_ids.get(pk, str(pk)) for pk in fits[bid]["items"] if pk not in values]
+            if missing:
+                name = prep.names[bid]
+                where = {"model": model_name} if len(targets) > 1 else {}
+                errors.add(f"benchmark {name!r}: the target's scores on {len(missing)} coreset item(s) are missing: "
+                           f"{', '.join(map(str, missing[:20]))}{' ...' if len(missing) > 20 else ''}",
+                           field="scores", benchmark=name, items=missing, **where)
     errors.raise_if_any("every coreset item of every benchmark needs a score (score-based predictors use them all)")
 
-    entries: dict[str, dict[str, Any]] = {}
-    parts: list[tuple[str, float, np.ndarray, float, float]] = []  # capability, estimate, errors, scale lo, hi
-    any_extrapolation = False
+    T = len(targets)
+    # per benchmark: (names chosen, centers, lower, upper, calibration kind, errors used) for every target
+    per_bench: dict[str, dict[str, Any]] = {}
     for bid in coreset.benchmark_ids:
-        benchmark, fit = benchmarks[bid], fits[bid]
-        X = np.asarray(fit["X_ref"], dtype=float)
-        y = np.asarray(fit["y_ref"], dtype=float)
-        x = np.array([values[pk] for pk in fit["items"]], dtype=float)
-        flag = extrapolation_flag(float(x.mean()), X.mean(axis=1))
-        any_extrapolation |= flag
-        name = guarded_predictor(flag, stored, explicit)
+        fit = fits[bid]
+        X_t = np.array([[values[pk] for pk in fit["items"]] for values, _ in targets], dtype=float)
+        flags = [extrapolation_flag(float(row.mean()), prep.X_means[bid]) for row in X_t]
+        chosen = [guarded_predictor(flag, stored, explicit) for flag in flags]
+        centers, lowers, uppers = np.zeros(T), np.zeros(T), np.zeros(T)
+        kinds: list[str] = [""] * T
+        used: list[np.ndarray] = [np.zeros(0)] * T
         calibration = fit.get("calibration") or {}
-        if calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
-            cal_errors = np.asarray(calibration["errors"], dtype=float)
-            raw = float(predictor_factory(name, fit)().fit(X, y).predict(x[None, :])[0])
-            raw_lo, raw_hi = interval_from_errors(raw, cal_errors, level)
-            cal_kind = "cross_fitted"
-        else:  # AIPW for an extrapolated target, the irt predictor, or an older coreset
-            ci = loo_conformal_interval(predictor_factory(name, fit), X, y, x, level=level, method="split")
+        for name in dict.fromkeys(chosen):
+            rows = [t for t in range(T) if chosen[t] == name]
+            residuals = ((fit.get("irt") or {}).get("residuals") or {}).get("p_irt" if name == "p_irt" else "gp_irt")
+            if name in IRT_PREDICTORS and residuals is not None:
+                cal, kind = np.asarray(residuals, dtype=float), "reference_residuals"
+            elif calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
+                cal, kind = np.asarray(calibration["errors"], dtype=float), "cross_fitted"
+            else:
+                cal, kind = None, "leave_one_reference_out"
+            if cal is not None:
+                raw = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
+                lo, hi = interval_from_errors(raw, cal, level)
+                centers[rows], lowers[rows], uppers[rows] = raw, lo, hi
+                for t in rows:
+                    kinds[t], used[t] = kind, cal
+                continue
+            # AIPW for an extrapolated target, or an older coreset: leave-one-reference-out residuals
+            X = np.asarray(fit["X_ref"], dtype=float)
+            y = np.asarray(fit["y_ref"], dtype=float)
+            ci = loo_conformal_interval(predictor_factory(name, fit), X, y, X_t[rows], level=level, method="split")
             assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
-            raw, raw_lo, raw_hi, cal_errors = float(ci.center[0]), ci.lower[0], ci.upper[0], ci.loo_errors
-            cal_kind = "leave_one_reference_out"
-        lo_s, hi_s = _scale(benchmark)
-        center = _clip(raw, lo_s, hi_s)
-        lower = _clip(float(raw_lo), lo_s, hi_s)
-        upper = _clip(float(raw_hi), lo_s, hi_s)
-        parts.append((benchmark.capability or benchmark.name, center, cal_errors, lo_s, hi_s))
-        entries[benchmark.name] = {
-            "estimate": center, "interval": [finite_or_none(lower), finite_or_none(upper)], "std_error": None,
-            "predictor": name, "extrapolation": flag, "n_items": int(len(x)), "n_total": int(fit["n_items"]),
-            "calibration": cal_kind,
-            "method": f"{coreset.method}+{name}",
-        }
+            centers[rows], lowers[rows], uppers[rows] = ci.center, ci.lower, ci.upper
+            for t in rows:
+                kinds[t], used[t] = kind, ci.loo_errors
+        per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
+                          "kinds": kinds, "errors": used, "n": X_t.shape[1]}
 
     def combine(group: list[tuple[str, float, np.ndarray, float, float]]) -> dict[str, Any]:
         # the aggregate (mean of the benchmark estimates) is calibrated on its own held-out errors,
@@ -150,13 +231,30 @@ def predict(session: Session, coreset: Coreset, values: dict[int, float], model_
                                               finite_or_none(_clip(float(upper), lo_s, hi_s))],
                 "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group)}
 
-    capabilities: dict[str, dict[str, Any]] = {}
-    for cap in dict.fromkeys(p[0] for p in parts):
-        capabilities[cap] = combine([p for p in parts if p[0] == cap])
-    overall = combine(parts)
-    return {"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
-            "capabilities": capabilities, "overall": overall, "extrapolation": bool(any_extrapolation),
-            "agreement": None}
+    out: list[dict[str, Any]] = []
+    for t, (_, model_name) in enumerate(targets):
+        entries: dict[str, dict[str, Any]] = {}
+        parts: list[tuple[str, float, np.ndarray, float, float]] = []
+        any_extrapolation = False
+        for bid in coreset.benchmark_ids:
+            pb = per_bench[bid]
+            lo_s, hi_s = prep.scales[bid]
+            center = _clip(float(pb["centers"][t]), lo_s, hi_s)
+            lower = _clip(float(pb["lowers"][t]), lo_s, hi_s)
+            upper = _clip(float(pb["uppers"][t]), lo_s, hi_s)
+            any_extrapolation |= bool(pb["flags"][t])
+            parts.append((prep.capabilities[bid], center, pb["errors"][t], lo_s, hi_s))
+            entries[prep.names[bid]] = {
+                "estimate": center, "interval": [finite_or_none(lower), finite_or_none(upper)], "std_error": None,
+                "predictor": pb["chosen"][t], "extrapolation": bool(pb["flags"][t]), "n_items": int(pb["n"]),
+                "n_total": int(fits[bid]["n_items"]), "calibration": pb["kinds"][t],
+                "method": f"{coreset.method}+{pb['chosen'][t]}",
+            }
+        capabilities = {cap: combine([p for p in parts if p[0] == cap]) for cap in dict.fromkeys(p[0] for p in parts)}
+        out.append({"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
+                    "capabilities": capabilities, "overall": combine(parts), "extrapolation": bool(any_extrapolation),
+                    "agreement": None})
+    return out
 
 
 def reference_predictions(session: Session, coreset: Coreset, level: float) -> list[dict[str, Any]]:
