@@ -7,7 +7,7 @@ to the lowest index).
 Re-implemented from the public code (none of it is copied). Two parts are not the peer's and say so:
 
 * the IRT parameters: the peer fits them with py-irt (pyro SVI, hierarchical priors); here they are
-  :func:`app.core.irt.fit_2pl` (L2-regularised joint maximum likelihood) on the references, mapped to
+  :func:`app.core.irt_jml.fit_2pl` (L2-regularised joint maximum likelihood) on the references, mapped to
   the peer's ``a (theta - b)`` form; ``bench/peer_equality.py`` checks the engine against the
   peer's with the same parameters;
 * the benchmark mean: the peer reports the ability; here
@@ -48,7 +48,7 @@ def irt_items(prior: BucketPrior) -> IrtItems:
     cached = derived(prior, "fluid_irt_items")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    from app.core.irt import fit_2pl
+    from app.core.irt_jml import fit_2pl
 
     V = prior.bucket_vectors
     lo, hi = min(0.0, float(V.min())), max(1.0, float(V.max()))
