@@ -33,6 +33,7 @@ from app.kit.reaper import Housekeeper
 from app.kit.settings import Settings, get_settings
 from app.models import routes as models
 from app.plans import routes as plans
+from app.sessions import cache as session_cache
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
 from app.ui.mount import install_ui
@@ -100,6 +101,7 @@ def create_app(
     app.state.metrics_registry = CollectorRegistry()
     app.state.metrics_registry.register(JobsCollector(session_factory, settings.redis_url, settings.job_lease_s))
 
+    session_cache.estimators.max_bytes = settings.session_cache_bytes
     install_problem_handlers(app)
     app.include_router(health.router)
     for router in V1_ROUTERS:

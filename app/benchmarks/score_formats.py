@@ -42,16 +42,18 @@ class ScoreUpload:
 
 def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
     """Parse and fully validate a wide CSV; rows are numbered as lines (header = row 1)."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"CSV is not UTF-8: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
+    # Streaming: the body is decoded as it is read and each row goes straight into a preallocated float64
+    # matrix (one row per line at most), so the peak is the body + the matrix + one row's Python objects
+    # (docs/PERFORMANCE.md "Upload memory"), not a Python float per cell.
     errors = ErrorCollector()
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", newline="")
+    reader = csv.reader(stream, strict=True)
     try:
         header = next(reader)
     except StopIteration:
         raise InvalidInput("CSV is empty", [{"row": 1, "column": None, "detail": "no header row"}]) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"CSV is not UTF-8: {exc}", [{"row": None, "column": None, "detail": str(exc)}]) from None
     except csv.Error as exc:
         raise InvalidInput(f"malformed CSV: {exc}", [{"row": 1, "column": None, "detail": str(exc)}]) from None
     if not header or header[0].strip() != "model":
@@ -75,7 +77,8 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
     n_cols = len(header)
     model_names: list[str] = []
     seen_models: dict[str, int] = {}
-    rows: list[list[float]] = []
+    matrix = np.full((data.count(b"\n") + 1, n_cols - 1), np.nan)
+    n_rows = 0
     nan = math.nan
     check = scale.problem
     line = 1
@@ -117,12 +120,15 @@ def parse_wide_csv(data: bytes, scale: ScoreScale) -> ScoreUpload:
                     continue
                 values[j] = value
             model_names.append(name)
-            rows.append(values)
+            if not errors:
+                matrix[n_rows] = values
+            n_rows += 1
     except csv.Error as exc:
         errors.add(f"malformed CSV: {exc}", row=reader.line_num, column=None)
+    except UnicodeDecodeError as exc:
+        errors.add(f"CSV is not UTF-8: {exc}", row=reader.line_num + 1, column=None)
     errors.raise_if_any("invalid score CSV")
-    matrix = np.array(rows, dtype=np.float64).reshape(len(rows), n_cols - 1)
-    return ScoreUpload(model_names, item_ids, matrix)
+    return ScoreUpload(model_names, item_ids, matrix[:n_rows])
 
 
 def parse_long_json(data: bytes, scale: ScoreScale) -> ScoreUpload:

@@ -7,6 +7,7 @@ upload is all-or-nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Session
 from app.db.models import Benchmark, BenchmarkModel, Item, Model
 from app.kit.db import analyze_after_commit
 
+#: cells turned into Python objects at once while writing (a chunk of rows of the matrix)
+CELL_CHUNK = 50_000
 UPSERT_SQL = (
     "INSERT INTO scores (model_id, item_pk, metric, value) {source} "
     "ON CONFLICT (model_id, item_pk, metric) DO UPDATE SET value = excluded.value"
@@ -60,40 +63,56 @@ def write_scores(
 
     A model row without any value stores nothing, so it does not join the benchmark.
     """
-    observed = ~np.isnan(values)
-    register_models(session, benchmark, [m for m, row in zip(model_ids, observed) if row.any()])
-    rows_idx, cols_idx = np.nonzero(observed)
-    if rows_idx.size == 0:
-        return 0
-    cell_values = values[rows_idx, cols_idx].tolist()
-    model_col = [model_ids[i] for i in rows_idx.tolist()]
-    item_col = [item_pks[j] for j in cols_idx.tolist()]
+    observed_rows = [bool(np.any(~np.isnan(row))) for row in values]
+    register_models(session, benchmark, [m for m, seen in zip(model_ids, observed_rows) if seen])
+    chunks = _cell_chunks(model_ids, item_pks, values)
     if session.get_bind().dialect.name == "postgresql":
-        _copy_upsert_postgres(session, model_col, item_col, metric, cell_values)
+        n = _copy_upsert_postgres(session, metric, chunks)
     else:
-        params = [
-            {"m": m, "i": i, "k": metric, "v": v} for m, i, v in zip(model_col, item_col, cell_values)
-        ]
-        session.execute(text(UPSERT_SQL.format(source="VALUES (:m, :i, :k, :v)")), params)
-    analyze_after_commit(session, len(cell_values), "scores", "items", "benchmark_models")
-    return len(cell_values)
+        n = 0
+        statement = text(UPSERT_SQL.format(source="VALUES (:m, :i, :k, :v)"))
+        for models, items, cells in chunks:
+            session.execute(statement, [{"m": m, "i": i, "k": metric, "v": v}
+                                        for m, i, v in zip(models, items, cells)])
+            n += len(cells)
+    analyze_after_commit(session, n, "scores", "items", "benchmark_models")
+    return n
 
 
-def _copy_upsert_postgres(session: Session, models: list[str], items: list[int], metric: str,
-                          values: list[float]) -> None:
+def _cell_chunks(model_ids: list[str], item_pks: list[int], values: np.ndarray,
+                 ) -> Iterator[tuple[list[str], list[int], list[float]]]:
+    """The non-NaN cells as (model ids, item pks, values) lists of about ``CELL_CHUNK`` cells, a block of
+    rows at a time: the Python objects of one chunk only are alive at once (a cell as three Python
+    objects costs ~80 bytes against the 8 of the matrix)."""
+    n_cols = max(1, values.shape[1])
+    step = max(1, CELL_CHUNK // n_cols)
+    pks = np.asarray(item_pks, dtype=np.int64)
+    for start in range(0, values.shape[0], step):
+        block = values[start:start + step]
+        rows_idx, cols_idx = np.nonzero(~np.isnan(block))
+        if rows_idx.size:
+            yield ([model_ids[start + i] for i in rows_idx.tolist()], pks[cols_idx].tolist(),
+                   block[rows_idx, cols_idx].tolist())
+
+
+def _copy_upsert_postgres(session: Session, metric: str,
+                          chunks: Iterator[tuple[list[str], list[int], list[float]]]) -> int:
     cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
     cursor.execute(
         "CREATE TEMP TABLE IF NOT EXISTS _score_upload "
         "(model_id varchar(40), item_pk bigint, metric varchar(200), value float8) ON COMMIT DELETE ROWS"
     )
     cursor.execute("TRUNCATE _score_upload")
+    n = 0
     with cursor.copy("COPY _score_upload (model_id, item_pk, metric, value) FROM STDIN") as copy:
-        lines = [f"{m}\t{i}\t{metric}\t{v!r}\n" for m, i, v in zip(models, items, values)]
         # metric is validated to contain no tab/newline/backslash by the caller
-        for start in range(0, len(lines), 50_000):
-            copy.write("".join(lines[start:start + 50_000]))
-    cursor.execute(UPSERT_SQL.format(source="SELECT model_id, item_pk, metric, value FROM _score_upload"))
+        for models, items, cells in chunks:
+            copy.write("".join([f"{m}\t{i}\t{metric}\t{v!r}\n" for m, i, v in zip(models, items, cells)]))
+            n += len(cells)
+    if n:
+        cursor.execute(UPSERT_SQL.format(source="SELECT model_id, item_pk, metric, value FROM _score_upload"))
     cursor.execute("TRUNCATE _score_upload")
+    return n
 
 
 def load_matrix(session: Session, benchmark: Benchmark, metric: str) -> ScoreMatrix:

@@ -94,6 +94,10 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(
         default_factory=list, description="Origins allowed by CORS (JSON list; empty: CORS off).",
     )
+    session_cache_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=0,
+        description="Byte budget of the in-process cache of session estimators (LRU; 0: no cache).",
+    )
     page_size_default: int = Field(default=100, ge=1)
     page_size_max: int = Field(default=1000, ge=1)
     log_level: str = Field(default="INFO")

@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 PRIOR_CACHE_SIZE = 16
-ESTIMATOR_CACHE_SIZE = 128
+#: default byte budget of the estimator cache (setting EVALPLAN_SESSION_CACHE_BYTES)
+ESTIMATOR_CACHE_BYTES = 512 * 1024 * 1024
 
 
 class LRU:
@@ -46,8 +49,86 @@ class LRU:
             self._data.clear()
 
 
+def nbytes_of(value: Any, depth: int = 4) -> int:
+    """The numpy memory an object holds: ``nbytes`` of every array reachable through attributes,
+    dicts, lists and tuples within ``depth`` levels (each array once); other objects count 256 bytes.
+    Arrays shared with a cached prior are counted again, so the bound is conservative."""
+    seen: set[int] = set()
+    total = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, np.ndarray):
+            total += int(node.nbytes)
+            continue
+        total += 256 if level == 0 else 0
+        if level >= depth or isinstance(node, (str, bytes, int, float, bool)) or node is None:
+            continue
+        if isinstance(node, dict):
+            children: list[Any] = list(node.values())
+        elif isinstance(node, (list, tuple, set)):
+            children = list(node)
+        else:
+            children = list(getattr(node, "__dict__", {}).values())
+            children += [getattr(node, s) for s in getattr(type(node), "__slots__", ()) if hasattr(node, s)]
+        stack.extend((child, level + 1) for child in children)
+    return total
+
+
+class ByteLRU:
+    """An LRU bounded by the bytes of its values (:func:`nbytes_of`), not by their count; a value larger
+    than the whole budget is not kept."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                return None
+            self._data.move_to_end(key)
+            return entry[0]
+
+    def pop(self, key: Any) -> Any:
+        with self._lock:
+            entry = self._data.pop(key, None)
+            if entry is None:
+                return None
+            self.nbytes -= entry[1]
+            return entry[0]
+
+    def put(self, key: Any, value: Any) -> None:
+        size = nbytes_of(value)
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            if size > self.max_bytes:
+                return
+            self._data[key] = (value, size)
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, (_, dropped) = self._data.popitem(last=False)
+                self.nbytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.nbytes = 0
+
+
 priors = LRU(PRIOR_CACHE_SIZE)  # prior key -> app.sessions.priors.PriorEntry
-estimators = LRU(ESTIMATOR_CACHE_SIZE)  # (session id, n observations) -> estimator
+estimators = ByteLRU(ESTIMATOR_CACHE_BYTES)  # (session id, n observations) -> estimator
 _locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
 _locks_guard = threading.Lock()
 
