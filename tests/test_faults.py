@@ -328,3 +328,31 @@ def test_kill_9_of_the_api_mid_keyed_request_then_the_retry_works(pg_engine: Eng
         if api.poll() is None:
             os.killpg(api.pid, signal.SIGTERM)
             api.wait(timeout=30)
+
+
+@pytest.mark.worker
+def test_kill_9_of_the_pool_child_only_is_redelivered_to_a_new_child(celery_api: TestClient, redis_db: str,
+                                                                      database_urls: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """The main process forks a new child (after its housekeeper opened a database engine) and the
+    broker message is requeued at once (``task_reject_on_worker_lost``)."""
+    factory = celery_api.app.state.test_factory  # type: ignore[attr-defined]
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(database_urls["postgresql"], redis_db, log_path)
+    try:
+        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=2))
+        job_id = r.json()["job"]["id"]
+        wait_until(lambda: job_row(factory, job_id).status == "running", 120, "the worker starts the job")
+        time.sleep(1.0)
+        child = int(job_row(factory, job_id).worker_id.rpartition(":")[2])
+        assert child != worker.pid and child in [c.pid for c in psutil.Process(worker.pid).children(recursive=True)]
+        os.kill(child, signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: job_row(factory, job_id).status in ("succeeded", "failed"), 240, "the job ends")
+        job = job_row(factory, job_id)
+        print(f"kill -9 of the pool child -> final in {time.monotonic() - killed_at:.1f} s; attempts {job.attempts}")
+        assert job.status == "succeeded", job.error
+        assert job.attempts == 2 and worker.poll() is None
+    finally:
+        stop(worker)
+        print(log_path.read_text(errors="replace")[-3000:])

@@ -50,16 +50,24 @@ _housekeeper: Any = None
 def _start_housekeeping(sender: Any = None, **_: Any) -> None:
     """In the worker's main process: its heartbeat row, the job reaper and pruning (``app.kit.reaper``)."""
     global _housekeeper
+    import os
+
+    from app.kit.db import engine_for, make_session_factory
     from app.kit.reaper import Housekeeper
-    from workers.tasks import worker_session_factory
 
     settings = get_settings()
+    # The main process's own engine (never workers.tasks' cached one, which pool children build
+    # after the fork): a child forked later (a replaced pool process) drops its inherited copy
+    # without closing the parent's connections (SQLAlchemy's pooling-with-multiprocessing recipe).
+    engine = engine_for(settings)
+    os.register_at_fork(after_in_child=lambda: engine.dispose(close=False))
     queues = sorted({q.name for q in sender.task_consumer.queues}) if sender is not None else list(QUEUES)
 
     def resubmit(job_id: str, queue: str) -> None:
         celery_app.send_task("evalplan.run_job", args=[job_id], queue=queue)
 
-    _housekeeper = Housekeeper(settings, worker_session_factory(), resubmit, kind="celery", queues=queues).start()
+    _housekeeper = Housekeeper(settings, make_session_factory(engine), resubmit, kind="celery",
+                               queues=queues).start()
 
 
 @signals.worker_shutdown.connect
