@@ -169,11 +169,11 @@ def goals(pieces: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def load_pieces(datasets: list[str]) -> list[dict[str, Any]]:
+def load_pieces(datasets: list[str], store: Path = STORE) -> list[dict[str, Any]]:
     pieces = []
     for name in datasets:
         for regime in REGIMES:
-            path = STORE / f"{name}__{regime}.json"
+            path = store / f"{name}__{regime}.json"
             if path.exists():
                 pieces.append(json.loads(path.read_text()))
     return pieces
@@ -189,17 +189,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-items", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--store", type=Path, default=STORE, help="where the pieces are kept")
+    ap.add_argument("--drop", nargs="+", default=[], help="with --merge: drop these methods' stored rows first "
+                                                          "(to rerun them on newer code)")
     ap.add_argument("--merge", action="store_true",
                     help="keep stored pieces and run only the methods they lack (same targets: same seed/args)")
     ap.add_argument("--render", action="store_true", help="only rebuild the section from the stored pieces")
     ap.add_argument("--write", type=Path, help="write the section into this markdown file")
     args = ap.parse_args(argv)
     if not args.render:
-        STORE.mkdir(parents=True, exist_ok=True)
+        args.store.mkdir(parents=True, exist_ok=True)
         for name in args.datasets:
             for regime in args.regimes:
-                path = STORE / f"{name}__{regime}.json"
+                path = args.store / f"{name}__{regime}.json"
+                if args.merge and not path.exists():
+                    continue
                 old = json.loads(path.read_text()) if args.merge and path.exists() else None
+                if old is not None and args.drop:
+                    old["rows"] = [r for r in old["rows"] if r["method"] not in args.drop]
+                    old["targets"] = [t for t in old["targets"] if t["method"] not in args.drop]
+                    old["methods"] = [m for m in old["methods"] if m not in args.drop]
                 if old is not None:  # add the methods this piece lacks (same split: same seed and args)
                     missing = [m for m in (args.methods or list(session_estimators())) if m not in old["methods"]]
                     if not missing:
@@ -219,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                     piece = run_piece(name, regime, args)
                 path.write_text(json.dumps(piece, default=float, allow_nan=True))
                 print(f"{name} {regime}: {piece['seconds']:.0f} s", file=sys.stderr)
-    md = render(load_pieces(list(DATASETS)))
+    md = render(load_pieces(list(DATASETS), args.store))
     print(md)
     if args.write:
         write_section(args.write, md, BEGIN, END)
