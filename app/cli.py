@@ -1,5 +1,5 @@
-"""The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade``, ``session`` (a CI client), ``run lm-eval``
-(a session or coreset evaluated through lm-eval's Python API),
+"""The ``evalplan`` command: ``serve``, ``worker``, ``db upgrade``, ``admin`` (teams and tokens, in the
+database), ``session`` (a CI client), ``run lm-eval`` (a session or coreset evaluated through lm-eval's Python API),
 ``backtest`` (offline coreset backtest on wide score CSVs, one by one or as a suite) and ``plan`` (the
 budget planner on wide score CSVs); the last two need no server or database."""
 
@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     observe.add_argument("score", type=float)
     show = session_sub.add_parser("show", help="print a session as JSON")
     show.add_argument("session_id")
+    for p in (session, create, observe, show):
+        p.add_argument("--token", default=argparse.SUPPRESS if p is not session else os.environ.get("EVALPLAN_TOKEN"),
+                       help="bearer token (default $EVALPLAN_TOKEN)")
     for p in (create, observe, show):
         p.add_argument("--url", default=argparse.SUPPRESS, help="server base URL")
 
@@ -92,6 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     lm.add_argument("--url", default=os.environ.get("EVALPLAN_URL", "http://127.0.0.1:8000"))
     lm.add_argument("--token", default=None, help="API token (default $EVALPLAN_TOKEN)")
     lm.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    admin = sub.add_parser("admin", help="teams and tokens, directly in the database (operators)")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    team = admin_sub.add_parser("create-team", help="create a team and print it as JSON")
+    team.add_argument("name")
+    token = admin_sub.add_parser("create-token", help="issue a token of a team and print it (shown only once)")
+    token.add_argument("team", help="team name or id")
+    token.add_argument("--scopes", default="read,write", help="comma-separated among read, write, admin")
+    token.add_argument("--name", default=None, help="what the token is for (default: <team>-<scopes>)")
+    token.add_argument("--expires-at", default=None, help="ISO 8601 instant after which the token answers 401")
+    revoke = admin_sub.add_parser("revoke-token", help="revoke a token by id")
+    revoke.add_argument("team", help="team name or id")
+    revoke.add_argument("token_id")
 
     bt = sub.add_parser("backtest", help="backtest score-based coresets on a wide score CSV (offline)")
     bt.add_argument("--scores", required=True, nargs="+",
@@ -297,7 +313,7 @@ def backtest_command(args: argparse.Namespace) -> int:
 def session_command(args: argparse.Namespace) -> int:
     from app.client import EvalplanClient, EvalplanError
 
-    client = EvalplanClient(args.url)
+    client = EvalplanClient(args.url, token=getattr(args, "token", None))
     try:
         if args.session_command == "create":
             refs = args.reference_models
@@ -378,10 +394,59 @@ def run_lm_eval_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def admin_command(args: argparse.Namespace) -> int:
+    """Teams and tokens straight in the database (``evalplan admin ...``), audited as ``cli admin``."""
+    from datetime import datetime
+
+    from app.kit.caller import Caller
+    from app.kit.db import make_engine, make_session_factory
+    from app.kit.errors import EvalplanError
+    from app.kit.scoping import bind_caller
+    from app.teams import service as team_service
+
+    engine = make_engine(get_settings().database_url)
+    operator = Caller(actor="cli admin", superuser=True)
+    try:
+        with make_session_factory(engine)() as session:
+            bind_caller(session, operator)
+            if args.admin_command == "create-team":
+                row = team_service.create_team(session, args.name)
+                session.commit()
+                result: dict[str, object] = {"id": row.id, "name": row.name}
+            else:
+                team = team_service.get_team(session, args.team, operator)
+                if args.admin_command == "revoke-token":
+                    team_service.revoke_token(session, team, args.token_id)
+                    session.commit()
+                    result = {"id": args.token_id, "revoked": True}
+                else:
+                    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+                    expires = datetime.fromisoformat(args.expires_at.replace("Z", "+00:00")) if args.expires_at \
+                        else None
+                    row_token, secret = team_service.create_token(
+                        session, team, name=args.name or f"{team.name}-{'-'.join(scopes)}", scopes=scopes,
+                        expires_at=expires)
+                    session.commit()
+                    result = {"id": row_token.id, "team": team.name, "name": row_token.name,
+                              "scopes": row_token.scopes, "token": secret}
+    except EvalplanError as exc:
+        print(f"evalplan admin: {exc.detail}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"evalplan admin: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return run_lm_eval_command(args)
+    if args.command == "admin":
+        return admin_command(args)
     if args.command == "session":
         return session_command(args)
     if args.command == "backtest":

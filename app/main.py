@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,10 +22,11 @@ from app.health import routes as health
 from app.hidden_states import routes as hidden_states
 from app.imports import routes as imports
 from app.jobs import routes as jobs
+from app.kit.caller import authenticate
 from app.kit.db import engine_for, make_session_factory
 from app.kit.input_guard import InputGuardMiddleware
 from app.kit.jobs import Dispatcher
-from app.kit.middleware import BodyLimitMiddleware, IdempotencyMiddleware
+from app.kit.middleware import BodyLimitMiddleware, EncodedSlashMiddleware, IdempotencyMiddleware, credential_scope
 from app.kit.observability import JobsCollector, RequestContextMiddleware, configure_logging
 from app.kit.openapi import install_openapi
 from app.kit.problems import install_problem_handlers
@@ -36,6 +37,7 @@ from app.plans import routes as plans
 from app.sessions import cache as session_cache
 from app.sessions import routes as sessions
 from app.similarity import routes as similarity
+from app.teams import routes as teams
 from app.ui.mount import install_ui
 from workers.dispatch import InProcessDispatcher, make_dispatcher
 
@@ -52,7 +54,7 @@ CORS_EXPOSED_HEADERS = ["Location", "Retry-After", "X-Request-ID", "Idempotent-R
 V1_ROUTERS: tuple[APIRouter, ...] = (
     benchmarks.router, models.router, imports.router, jobs.router, embeddings.router, coresets.router,
     similarity.router, sessions.router, hidden_states.router, benchmark_selections.router, backtests.router,
-    plans.router,
+    plans.router, teams.router,
 )
 
 
@@ -105,17 +107,17 @@ def create_app(
     install_problem_handlers(app)
     app.include_router(health.router)
     for router in V1_ROUTERS:
-        # authentication plugs in here: dependencies=[Depends(authenticate)] (see app.kit.caller)
-        app.include_router(router)
+        app.include_router(router, dependencies=[Depends(authenticate)])  # app.kit.caller
     install_ui(app)
     install_openapi(app)
 
     def factory_of(scope: dict[str, Any]) -> sessionmaker[Session]:
         return scope["app"].state.session_factory
 
-    app.add_middleware(IdempotencyMiddleware, session_factory_getter=factory_of)
+    app.add_middleware(IdempotencyMiddleware, session_factory_getter=factory_of, scope_of=credential_scope)
     app.add_middleware(InputGuardMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(EncodedSlashMiddleware)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["*"], expose_headers=CORS_EXPOSED_HEADERS)

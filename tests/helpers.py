@@ -21,7 +21,7 @@ from httpx import Response
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Base
+from app.db.models import LOCAL_TEAM_ID, Base, Team, utcnow
 from app.kit.settings import Settings
 
 PROBLEM = "application/problem+json"
@@ -107,6 +107,8 @@ def empty_all_tables(engine: Engine) -> None:
     with engine.begin() as conn:
         for table in reversed(Base.metadata.sorted_tables):
             conn.execute(table.delete())
+        # the built-in team the migration creates (teams_tokens_ownership) is part of an empty database
+        conn.execute(Team.__table__.insert().values(id=LOCAL_TEAM_ID, name="local", created_at=utcnow()))
 
 
 def wait_for_job(client: TestClient, job_id: str, timeout: float = 60.0) -> dict[str, Any]:

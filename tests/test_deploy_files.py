@@ -322,6 +322,7 @@ def test_compose_evalplan_services_share_image_and_point_at_compose_services() -
         assert "@postgres:5432/" in env["EVALPLAN_DATABASE_URL"], name
         assert env["EVALPLAN_DATABASE_URL"].startswith("postgresql+psycopg://"), name
         assert env["EVALPLAN_REDIS_URL"].startswith("redis://redis:6379/"), name
+        assert env["EVALPLAN_AUTH"] == "required", f"{name}: production needs tokens (docs/SECURITY.md)"
 
 
 def test_compose_api_publishes_8000() -> None:
@@ -352,7 +353,8 @@ def test_k8s_env_sources_hold_only_settings_and_strings() -> None:
     secret = manifest("Secret", "evalplan-secrets")
     assert "data" not in secret, "keep placeholders in stringData"
     secret_data = secret["stringData"]
-    assert set(secret_data) == {"EVALPLAN_DATABASE_URL", "EVALPLAN_REDIS_URL"}
+    assert set(secret_data) == {"EVALPLAN_DATABASE_URL", "EVALPLAN_REDIS_URL", "EVALPLAN_ADMIN_TOKEN"}
+    assert config["EVALPLAN_AUTH"] == "required", "production needs tokens (docs/SECURITY.md)"
     assert not (set(config) & set(secret_data)), "a setting is in both the ConfigMap and the Secret"
     for key, value in {**config, **secret_data}.items():
         assert isinstance(value, str), f"{key}: ConfigMap/Secret values must be YAML strings"

@@ -12,6 +12,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from app.db.migrate import alembic_config, downgrade, upgrade
 from app.db.models import Base
@@ -105,8 +106,8 @@ def check_round_trip(url: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            conn.execute(text("INSERT INTO models (id, name, metadata, created_at) "
-                              "VALUES ('md_x', 'migr-model', '{}', CURRENT_TIMESTAMP)"))
+            conn.execute(text("INSERT INTO models (id, name, metadata, created_at, team_id, visibility) "
+                              "VALUES ('md_x', 'migr-model', '{}', CURRENT_TIMESTAMP, 'local', 'private')"))
             assert conn.execute(text("SELECT name FROM models")).scalar_one() == "migr-model"
     finally:
         engine.dispose()
@@ -171,3 +172,40 @@ def test_fitted_state_data_migration_on_sqlite(sqlite_url: str) -> None:
 
 def test_fitted_state_data_migration_on_postgresql(postgres_url: str) -> None:
     check_fits_move(postgres_url)
+
+
+def check_rows_move_to_local(url: str) -> None:
+    """teams_tokens_ownership: rows that existed before teams belong to the built-in team 'local',
+    private; names become unique per team (two teams may both have 'mmlu')."""
+    upgrade(url, "0006")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO benchmarks (id, name, embedding_fields, score_kind, default_metric, "
+                              "data_version, created_at, updated_at) VALUES ('bm_old', 'mmlu', '[]', 'binary', "
+                              "'score', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(text("INSERT INTO models (id, name, metadata, created_at) "
+                              "VALUES ('md_old', 'm', '{}', CURRENT_TIMESTAMP)"))
+        upgrade(url)
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT team_id, visibility FROM benchmarks")).one() == ("local", "private")
+            assert conn.execute(text("SELECT team_id, visibility FROM models")).one() == ("local", "private")
+            assert conn.execute(text("SELECT id, name FROM teams")).all() == [("local", "local")]
+            conn.execute(text("INSERT INTO teams (id, name, created_at) VALUES ('tm_b', 'b', CURRENT_TIMESTAMP)"))
+            conn.execute(text("INSERT INTO benchmarks (id, name, embedding_fields, score_kind, default_metric, "
+                              "data_version, created_at, updated_at, team_id, visibility) VALUES ('bm_new', 'mmlu', "
+                              "'[]', 'binary', 'score', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'tm_b', 'private')"))
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text("INSERT INTO benchmarks (id, name, embedding_fields, score_kind, default_metric, "
+                              "data_version, created_at, updated_at, team_id, visibility) VALUES ('bm_dup', 'mmlu', "
+                              "'[]', 'binary', 'score', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'tm_b', 'private')"))
+    finally:
+        engine.dispose()
+
+
+def test_rows_move_to_local_on_sqlite(sqlite_url: str) -> None:
+    check_rows_move_to_local(sqlite_url)
+
+
+def test_rows_move_to_local_on_postgresql(postgres_url: str) -> None:
+    check_rows_move_to_local(postgres_url)

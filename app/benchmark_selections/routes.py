@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.benchmark_selections import schemas, service
+from app.kit.caller import SCOPE_EXTRA
 from app.kit.deps import DbSession
 
 router = APIRouter(prefix="/v1/benchmark-selections", tags=["benchmark-selections"])
@@ -27,7 +28,8 @@ def read_selection(selection_id: str, session: DbSession) -> schemas.BenchmarkSe
                                                                                                      selection_id)))
 
 
-@router.post("/{selection_id}/predict", response_model=schemas.BenchmarkSelectionPrediction)
+@router.post("/{selection_id}/predict", response_model=schemas.BenchmarkSelectionPrediction,
+             openapi_extra={SCOPE_EXTRA: "read"})
 def predict(selection_id: str, body: schemas.BenchmarkSelectionPredict,
             session: DbSession) -> schemas.BenchmarkSelectionPrediction:
     """Impute every benchmark from the scores on the selected ones (Gaussian conditional mean, eq. 8)."""

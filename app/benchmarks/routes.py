@@ -25,9 +25,11 @@ from app.benchmarks.schemas import (
     ScoreStats,
     ScoreUploadResult,
 )
+from app.kit.audit import record
 from app.kit.deps import DbSession, JobQueue, Pagination
 from app.kit.errors import UnsupportedMediaType
-from app.kit.schemas import JobAccepted
+from app.kit.schemas import JobAccepted, VisibilityPatch
+from app.teams.service import team_name, team_names
 
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
 
@@ -40,33 +42,58 @@ def attachment(filename: str) -> str:
     return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{quote(filename, safe="")}'
 
 
-def benchmark_out(v: benchmark_service.BenchmarkView) -> BenchmarkOut:
+def benchmark_out(v: benchmark_service.BenchmarkView, team: str | None = None) -> BenchmarkOut:
     b = v.benchmark
     return BenchmarkOut(
         id=b.id, name=b.name, capability=b.capability, description=b.description,
         embedding_fields=list(b.embedding_fields or []), score_kind=b.score_kind, score_min=b.score_min,
         score_max=b.score_max, default_metric=b.default_metric, data_version=b.data_version,
-        n_items=v.n_items, n_models=v.n_models, created_at=b.created_at,
+        n_items=v.n_items, n_models=v.n_models, created_at=b.created_at, team=team, visibility=b.visibility,
     )
 
 
 @router.post("", status_code=201, response_model=BenchmarkOut)
 def create_benchmark(body: BenchmarkCreate, session: DbSession) -> BenchmarkOut:
     benchmark = benchmark_service.create_benchmark(session, **body.model_dump())
+    record(session, "create", "benchmark", benchmark.id, name=benchmark.name)
     session.commit()
-    return benchmark_out(benchmark_service.BenchmarkView(benchmark, 0, 0))
+    return benchmark_out(benchmark_service.BenchmarkView(benchmark, 0, 0), team_name(session, benchmark.team_id))
 
 
 @router.get("", response_model=BenchmarkList)
 def list_benchmarks(session: DbSession, page: Pagination,
                     capability: Annotated[str | None, Query()] = None) -> BenchmarkList:
     result = benchmark_service.list_benchmarks(session, limit=page.limit, cursor=page.cursor, capability=capability)
-    return BenchmarkList(items=[benchmark_out(v) for v in result.items], next_cursor=result.next_cursor)
+    names = team_names(session, {v.benchmark.team_id for v in result.items})
+    return BenchmarkList(items=[benchmark_out(v, names[v.benchmark.team_id]) for v in result.items],
+                         next_cursor=result.next_cursor)
 
 
 @router.get("/{benchmark}", response_model=BenchmarkOut)
 def read_benchmark(benchmark: str, session: DbSession) -> BenchmarkOut:
-    return benchmark_out(benchmark_service.view(session, benchmark_service.get_benchmark(session, benchmark)))
+    bench = benchmark_service.get_benchmark(session, benchmark)
+    return benchmark_out(benchmark_service.view(session, bench), team_name(session, bench.team_id))
+
+
+@router.patch("/{benchmark}", response_model=BenchmarkOut)
+def patch_benchmark(benchmark: str, body: VisibilityPatch, session: DbSession) -> BenchmarkOut:
+    """Change the visibility (`private` or `public`); audited. Making it private is 409 while another
+    team's coreset or session is built on it."""
+    bench = benchmark_service.get_benchmark(session, benchmark, for_update=True)
+    benchmark_service.set_visibility(session, bench, body.visibility)
+    session.commit()
+    return benchmark_out(benchmark_service.view(session, bench), team_name(session, bench.team_id))
+
+
+@router.delete("/{benchmark}", status_code=204, response_class=Response)
+def delete_benchmark(benchmark: str, session: DbSession) -> Response:
+    """Delete the benchmark with its items, scores, hidden states, sessions and the team's unpublished
+    coresets on it, all or nothing. 409 while a published coreset, or another team's coreset or
+    session, is built on it. Audited."""
+    bench = benchmark_service.get_benchmark(session, benchmark, for_update=True)
+    benchmark_service.delete_benchmark(session, bench)
+    session.commit()
+    return Response(status_code=204)
 
 
 @router.post("/{benchmark}/items", response_model=ItemUploadResult,

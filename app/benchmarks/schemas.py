@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.kit.schemas import NAME_PATTERN, RequestModel, UtcDatetime
+from app.kit.schemas import NAME_PATTERN, RequestModel, UtcDatetime, Visibility
 
 
 class BenchmarkCreate(RequestModel):
@@ -20,6 +20,7 @@ class BenchmarkCreate(RequestModel):
     score_min: float | None = Field(0.0, description="Lowest valid score (continuous); null = unbounded.")
     score_max: float | None = Field(1.0, description="Highest valid score (continuous); null = unbounded.")
     default_metric: str = Field("score", pattern=r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
+    visibility: Visibility = "private"
 
 
 class BenchmarkOut(BaseModel):
@@ -36,6 +37,8 @@ class BenchmarkOut(BaseModel):
     n_items: int
     n_models: int
     created_at: UtcDatetime
+    team: str | None = Field(None, description="The owning team's name.")
+    visibility: str = Field("private", description="private (the owning team only) or public (every team).")
 
 
 class BenchmarkList(BaseModel):

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.score_scale import ScoreScale
-from app.db.models import Benchmark, BenchmarkModel, Item
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, EvalSession, Item, Score
+from app.kit.audit import record
+from app.kit.errors import Conflict, InvalidInput
 from app.kit.ids import looks_like_id
+from app.kit.naming import get_named
 from app.kit.pagination import Page, keyset_page
+from app.kit.scoping import owned_by_caller, require_own, unscoped
 from app.kit.upsert import insert_ignoring_conflicts
 from app.kit.validation import check_new_name
 
@@ -24,15 +27,11 @@ class BenchmarkView:
     n_models: int
 
 
-def get_benchmark(session: Session, ref: str, *, for_update: bool = False) -> Benchmark:
-    stmt = select(Benchmark).where(or_(Benchmark.id == ref, Benchmark.name == ref))
-    if for_update:
-        stmt = stmt.with_for_update()
-    benchmark = session.scalars(stmt).first()
-    if benchmark is None:
-        raise NotFound(f"benchmark {ref!r} does not exist",
-                       [{"parameter": "benchmark", "detail": f"no benchmark with id or name {ref!r}"}])
-    return benchmark
+def get_benchmark(session: Session, ref: str, *, for_update: bool = False, write: bool | None = None) -> Benchmark:
+    """The benchmark ``ref`` (id, name or ``team/name``; ``app.kit.naming``) readable by the caller, 404
+    otherwise. ``for_update`` locks it and, unless ``write=False``, requires the caller to own it (403)."""
+    return get_named(session, Benchmark, ref, kind="benchmark", for_update=for_update,
+                     write=for_update if write is None else write)
 
 
 def get_benchmarks(session: Session, refs: list[str], *, location: str = "field") -> list[Benchmark]:
@@ -70,6 +69,7 @@ def create_benchmark(
     score_min: float | None = 0.0,
     score_max: float | None = 1.0,
     default_metric: str = "score",
+    visibility: str = "private",
 ) -> Benchmark:
     minimum, maximum = validate_scale(score_kind, score_min, score_max)
     check_new_name(session, Benchmark.name, name, "benchmark")
@@ -83,25 +83,26 @@ def create_benchmark(
         score_max=maximum,
         default_metric=default_metric,
         data_version=0,
+        visibility=visibility,
     )
     session.add(benchmark)
     try:
         session.flush()
     except IntegrityError:
         raise Conflict(f"a benchmark named {name!r} already exists",
-                       [{"field": "name", "detail": "benchmark names are unique"}]) from None
+                       [{"field": "name", "detail": "benchmark names are unique per team"}]) from None
     return benchmark
 
 
 def get_or_create_benchmark(session: Session, *, name: str, description: str | None, score_kind: str,
                             score_min: float | None, score_max: float | None,
                             default_metric: str) -> tuple[Benchmark, bool]:
-    """The benchmark named ``name``, locked (FOR UPDATE), created first when missing; ``(benchmark, created)``.
+    """The caller's benchmark named ``name``, locked (FOR UPDATE), created first when missing; ``(benchmark, created)``.
 
     Safe under concurrent first use (two imports of one new task): ``INSERT ... ON CONFLICT DO
     NOTHING`` then a re-read, so the loser uses the winner's row instead of failing.
     """
-    stmt = select(Benchmark).where(Benchmark.name == name).with_for_update()
+    stmt = select(Benchmark).where(Benchmark.name == name, owned_by_caller(session, Benchmark)).with_for_update()
     benchmark = session.scalars(stmt).first()
     if benchmark is not None:
         return benchmark, False
@@ -112,9 +113,36 @@ def get_or_create_benchmark(session: Session, *, name: str, description: str | N
     created = insert_ignoring_conflicts(session, Benchmark, [{
         "name": name, "description": description, "embedding_fields": [], "score_kind": score_kind,
         "score_min": minimum, "score_max": maximum, "default_metric": default_metric, "data_version": 0,
-    }], ["name"])
+    }], ["team_id", "name"])  # team_id: the caller's (app.kit.upsert)
     benchmark = session.scalars(stmt.execution_options(populate_existing=True)).one()
     return benchmark, benchmark.id in created
+
+
+def foreign_dependents(session: Session, benchmark: Benchmark) -> list[str]:
+    """Ids of other teams' coresets and sessions built on ``benchmark`` (unscoped count: they are not the
+    caller's to read, so only how many is reported)."""
+    with unscoped(session):
+        coresets = [c.id for c in session.scalars(select(Coreset).where(Coreset.team_id != benchmark.team_id))
+                    if benchmark.id in (c.benchmark_ids or [])]
+        sessions = list(session.scalars(select(EvalSession.id).where(EvalSession.benchmark_id == benchmark.id,
+                                                                     EvalSession.team_id != benchmark.team_id)))
+    return coresets + sessions
+
+
+def set_visibility(session: Session, benchmark: Benchmark, visibility: str) -> None:
+    """PATCH visibility (audited); back to private is 409 while other teams build on it."""
+    require_own(session, benchmark, f"benchmark {benchmark.name!r}")
+    if visibility == benchmark.visibility:
+        return
+    if visibility == "private":
+        dependents = foreign_dependents(session, benchmark)
+        if dependents:
+            raise Conflict(f"benchmark {benchmark.name!r} cannot become private: {len(dependents)} coreset(s) or "
+                           "session(s) of other teams are built on it",
+                           [{"field": "visibility", "detail": f"{len(dependents)} dependents in other teams"}])
+    record(session, "visibility", "benchmark", benchmark.id, was=benchmark.visibility, now=visibility)
+    benchmark.visibility = visibility
+    session.flush()
 
 
 def counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
@@ -150,3 +178,36 @@ def list_benchmarks(session: Session, *, limit: int, cursor: str | None,
     page = keyset_page(session, stmt, Benchmark.id, limit=limit, cursor=cursor, what="benchmark")
     by_id = counts(session, [b.id for b in page.items])
     return Page([BenchmarkView(b, *by_id[b.id]) for b in page.items], page.next_cursor)
+
+
+def delete_benchmark(session: Session, benchmark: Benchmark) -> None:
+    """Delete a benchmark with everything that hangs on it, all or nothing (audited).
+
+    409 while a published coreset (of any team) is built on it, or another team's coreset or session
+    is; the caller's own unpublished coresets on it go with it. Items, scores, hidden states, priors,
+    trained models and sessions go by cascade or explicitly (scores have no foreign keys)."""
+    from app.coresets.curation import published_dependents  # noqa: PLC0415 - coresets import this module
+
+    require_own(session, benchmark, f"benchmark {benchmark.name!r}")
+    published = published_dependents(session, benchmark_id=benchmark.id)
+    if published:
+        raise Conflict(f"benchmark {benchmark.name!r} cannot be deleted: {len(published)} published coreset(s) "
+                       "are built on it", [{"parameter": "benchmark", "detail": "published coresets depend on it",
+                                            "coresets": published if _all_readable(session, published) else []}])
+    foreign = foreign_dependents(session, benchmark)
+    if foreign:
+        raise Conflict(f"benchmark {benchmark.name!r} cannot be deleted: {len(foreign)} coreset(s) or session(s) "
+                       "of other teams are built on it", [{"parameter": "benchmark", "detail": "other teams depend"}])
+    own = [c for c in session.scalars(select(Coreset).where(Coreset.team_id == benchmark.team_id))
+           if benchmark.id in (c.benchmark_ids or [])]
+    for coreset in own:
+        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset.id))
+        session.delete(coreset)
+    session.execute(delete(Score).where(Score.item_pk.in_(select(Item.pk).where(Item.benchmark_id == benchmark.id))))
+    record(session, "delete", "benchmark", benchmark.id, name=benchmark.name, coresets=[c.id for c in own])
+    session.delete(benchmark)
+    session.flush()
+
+
+def _all_readable(session: Session, coreset_ids: list[str]) -> bool:
+    return len(list(session.scalars(select(Coreset.id).where(Coreset.id.in_(coreset_ids))))) == len(coreset_ids)

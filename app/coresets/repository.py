@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
+from app.coresets.curation import base_provenance, check_name, data_provenance, insert_next_version
 from app.coresets.families.base import CoresetRequest, SelectionPlan
 from app.db.models import Benchmark, Coreset, CoresetItem, Item, Job
+from app.kit.audit import record
+from app.kit.errors import Conflict
 from app.kit.jobs import JobContext, create_job
 from app.kit.validation import finite_or_none
 
@@ -22,17 +25,15 @@ from app.kit.validation import finite_or_none
 def store_pending(session: Session, request: CoresetRequest, benchmarks: list[Benchmark], params: dict[str, Any],
                   plan: SelectionPlan, job_kind: str) -> tuple[Coreset, Job]:
     """Add the pending coreset (the next version of its name) and its queued job; dispatch after commit."""
-    version = 1
-    if request.name:
-        latest = session.scalar(select(func.max(Coreset.version)).where(Coreset.name == request.name))
-        version = (latest or 0) + 1
+    check_name(request.name)
     coreset = Coreset(
-        name=request.name, version=version, method=request.method, status="pending",
+        name=request.name, version=1, method=request.method, status="pending", visibility=request.visibility,
         benchmark_ids=[b.id for b in benchmarks], budget=request.budget, params=params, seed=request.seed,
         reference_models=plan.reference_models, predictor=plan.predictor, embedding_model=plan.embedding_model,
     )
-    session.add(coreset)
-    session.flush()
+    coreset.provenance = base_provenance(session, coreset)
+    insert_next_version(session, coreset)
+    record(session, "create", "coreset", coreset.id, name=coreset.name, version=coreset.version)
     job = create_job(session, job_kind, {"coreset_id": coreset.id, **plan.payload})
     coreset.job_id = job.id
     session.flush()
@@ -72,6 +73,9 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
     ``fitted_state``: what predict refits from, stored apart from ``diagnostics``)."""
     with ctx.session_factory() as session:
         coreset = session.get_one(Coreset, coreset_id, with_for_update=True)
+        if coreset.published_at is not None:
+            raise Conflict(f"coreset {coreset_id} is published: its items never change",
+                           [{"field": "published_at", "detail": "published versions are frozen"}])
         session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset_id))
         if rows:
             session.execute(insert(CoresetItem), rows)
@@ -80,6 +84,8 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
         if fitted_state is not None:
             coreset.fitted_state = fitted_state
         coreset.status, coreset.diagnostics, coreset.error = "ready", diagnostics, None
+        coreset.provenance = {**(coreset.provenance or {}), "params": coreset.params,
+                              **data_provenance(session, coreset)}
         session.commit()
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
 from app.charts.http import chart_response
+from app.coresets import curation
 from app.coresets import export as coreset_export
 from app.coresets import plots as coreset_plots
 from app.coresets import predict as coreset_predict
@@ -17,19 +18,23 @@ from app.coresets.schemas import (
     CoresetBatchPrediction,
     CoresetCreate,
     CoresetCreated,
+    CoresetDiff,
     CoresetList,
     CoresetOut,
     CoresetPrediction,
     CoresetRef,
     CoresetSummary,
+    DeprecateRequest,
     PredictRequest,
 )
 from app.embeddings.service import allowed_model
+from app.kit.caller import SCOPE_EXTRA
 from app.kit.deps import AppSettings, DbSession, JobQueue, Pagination, accepted
-from app.kit.errors import InvalidInput
-from app.kit.schemas import JobRef
+from app.kit.errors import InvalidInput, NotFound
+from app.kit.schemas import JobRef, VisibilityPatch
 
 router = APIRouter(prefix="/v1/coresets", tags=["coresets"])
+READ_ONLY = {SCOPE_EXTRA: "read"}  # predict stores nothing
 
 
 @router.post("", status_code=202, response_model=CoresetCreated)
@@ -72,7 +77,7 @@ def export_coreset(coreset_id: str, session: DbSession,
 
 
 @router.post("/{coreset_id}/predict", response_model=CoresetPrediction | CoresetBatchPrediction,
-             response_model_exclude_unset=True)
+             response_model_exclude_unset=True, openapi_extra=READ_ONLY)
 def predict(coreset_id: str, body: PredictRequest, session: DbSession) -> CoresetPrediction | CoresetBatchPrediction:
     """Full-benchmark estimates with intervals from the target model's coreset scores (or, with
     ``models``, from each listed model's stored scores)."""
@@ -97,3 +102,57 @@ def plot(coreset_id: str, fmt: Literal["svg", "png"], session: DbSession) -> Res
     coreset = coreset_service.get_coreset(session, coreset_id)
     coreset_service.require_ready(coreset)
     return chart_response(coreset_plots.coreset_figure(session, coreset), fmt, f"coreset-{coreset.id}")
+
+
+def _out(session: DbSession, coreset_id: str) -> CoresetOut:
+    return CoresetOut.model_validate(coreset_service.coreset_view(session, coreset_service.get_coreset(session,
+                                                                                                      coreset_id)))
+
+
+@router.patch("/{coreset_id}", response_model=CoresetOut)
+def patch_coreset(coreset_id: str, body: VisibilityPatch, session: DbSession) -> CoresetOut:
+    """Change the visibility (`private` or `public`); audited."""
+    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
+    curation.set_visibility(session, coreset, body.visibility)
+    session.commit()
+    return _out(session, coreset.id)
+
+
+@router.post("/{coreset_id}/publish", response_model=CoresetOut)
+def publish_coreset(coreset_id: str, session: DbSession) -> CoresetOut:
+    """Freeze a ready version: its items, weights, fitted predictor and calibration never change, and it
+    cannot be deleted. Sets `published_at` and `published_by`; publishing again is a no-op."""
+    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
+    curation.publish(session, coreset)
+    session.commit()
+    return _out(session, coreset.id)
+
+
+@router.post("/{coreset_id}/deprecate", response_model=CoresetOut)
+def deprecate_coreset(coreset_id: str, body: DeprecateRequest, session: DbSession) -> CoresetOut:
+    """Mark a published version deprecated with a message every reader sees."""
+    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
+    curation.deprecate(session, coreset, body.message)
+    session.commit()
+    return _out(session, coreset.id)
+
+
+@router.delete("/{coreset_id}", status_code=204, response_class=Response)
+def delete_coreset(coreset_id: str, session: DbSession) -> Response:
+    """Delete an unpublished version (a published one is 409)."""
+    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
+    curation.delete_coreset(session, coreset)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/{coreset_id}/diff", response_model=CoresetDiff)
+def diff_coresets(coreset_id: str, session: DbSession,
+                  against: Annotated[str, Query(description="The other coreset (id or name@version).")]) -> CoresetDiff:
+    """Items added (in the coreset, not in `against`) and removed (in `against`, not in the coreset)."""
+    coreset = coreset_service.get_coreset(session, coreset_id)
+    other = curation.find_coreset(session, against)
+    if other is None:
+        raise NotFound(f"coreset {against!r} does not exist",
+                       [{"parameter": "against", "detail": "no coreset with this id or name@version"}])
+    return CoresetDiff.model_validate(curation.diff(session, coreset, other))

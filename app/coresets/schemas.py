@@ -7,13 +7,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.coresets.registry import METHODS, methods_description
-from app.kit.schemas import JobRef, RequestModel, Seed, UtcDatetime
+from app.kit.schemas import JobRef, RequestModel, Seed, UtcDatetime, Visibility
 
 
 class CoresetCreate(RequestModel):
 
     name: str | None = Field(None, pattern=r"^[^\x00-\x1f]{1,200}$",
-                             description="Shared name; each create adds a version.")
+                             description="Series name (no '@' or '/'); each create adds version 1 + latest "
+                                         "of the team's series.")
     # validated by the service against the registry (a located 422 naming the valid methods)
     method: str = Field(description=methods_description(), json_schema_extra={"enum": list(METHODS)})
     benchmarks: list[str] = Field(min_length=1, description="Benchmark names or ids.")
@@ -24,6 +25,7 @@ class CoresetCreate(RequestModel):
     params: dict[str, Any] = Field(default_factory=dict)
     seed: Seed = 0
     embedding_model: str | None = Field(None, description="Default: EVALPLAN_EMBEDDING_MODEL.")
+    visibility: Visibility = "private"
 
 
 class ScoreIn(RequestModel):
@@ -89,6 +91,17 @@ class CoresetOut(BaseModel):
     error: dict[str, Any] | None
     job: CoresetJob | None
     created_at: UtcDatetime | None
+    team: str | None = None
+    visibility: Visibility = "private"
+    published_at: UtcDatetime | None = None
+    published_by: str | None = None
+    deprecated: bool = False
+    deprecated_at: UtcDatetime | None = None
+    deprecation_message: str | None = None
+    provenance: dict[str, Any] | None = None
+    stale: bool = False
+    stale_changes: list[dict[str, Any]] = Field(default_factory=list,
+                                                description="What changed in the source data since the selection.")
 
 
 class CoresetSummary(BaseModel):
@@ -100,6 +113,10 @@ class CoresetSummary(BaseModel):
     benchmarks: list[str]
     budget: int | dict[str, float]
     created_at: UtcDatetime | None
+    team: str | None = None
+    visibility: Visibility = "private"
+    published_at: UtcDatetime | None = None
+    deprecated: bool = False
 
 
 class CoresetList(BaseModel):
@@ -148,3 +165,21 @@ class CoresetBatchPrediction(BaseModel):
     coreset: str
     level: float
     predictions: list[CoresetPrediction]
+
+
+class DeprecateRequest(RequestModel):
+    message: str = Field(min_length=1, max_length=2000, description="What readers of this version should know.")
+
+
+class DiffItem(BaseModel):
+    benchmark: str
+    item: str
+
+
+class CoresetDiff(BaseModel):
+    coreset: str
+    against: str
+    added: list[DiffItem] = Field(description="Items of the coreset that `against` lacks.")
+    removed: list[DiffItem] = Field(description="Items of `against` that the coreset lacks.")
+    n_common: int
+    benchmarks: dict[str, dict[str, list[str]]] = Field(description="Per benchmark: {added, removed} item ids.")

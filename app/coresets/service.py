@@ -14,16 +14,20 @@ from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import get_benchmark, get_benchmarks
+from app.coresets import curation
 from app.coresets.families.base import CoresetRequest
 from app.coresets.registry import family_of
 from app.coresets.repository import benchmark_names, coreset_rows, store_pending
 from app.db.models import Coreset, Job
-from app.kit.errors import Conflict, NotFound
+from app.kit.errors import Conflict
 from app.kit.pagination import Page, keyset_page
+from app.teams.service import team_name
 
 
 def create_coreset(session: Session, request: CoresetRequest, default_embedding_model: str) -> tuple[Coreset, Job]:
     """Validate everything, store a pending coreset and its job (dispatch after commit)."""
+    if request.name:
+        curation.write_first_on_sqlite(session)  # one series' creates serialize (app.coresets.curation)
     family = family_of(request.method)
     params = family.check_params(request.method, dict(request.params or {}), request.seed)
     benchmarks = get_benchmarks(session, request.benchmarks)
@@ -32,11 +36,19 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
     return store_pending(session, request, benchmarks, params, plan, family.job_kind)
 
 
-def get_coreset(session: Session, coreset_id: str) -> Coreset:
-    coreset = session.get(Coreset, coreset_id)
-    if coreset is None:
-        raise NotFound(f"coreset {coreset_id!r} does not exist", [{"parameter": "id", "detail": "no such coreset"}])
-    return coreset
+def get_coreset(session: Session, coreset_id: str, *, write: bool = False, for_update: bool = False) -> Coreset:
+    """The coreset ``coreset_id`` names: an id, ``name@version``, ``name@latest`` (``app.coresets.curation``)."""
+    return curation.get_coreset(session, coreset_id, write=write, for_update=for_update)
+
+
+def curation_view(session: Session, coreset: Coreset) -> dict[str, Any]:
+    """Ownership, publication and provenance fields of a coreset's responses."""
+    stale, changes = curation.staleness(session, coreset) if coreset.published_at is not None else (False, [])
+    return {"team": team_name(session, coreset.team_id), "visibility": coreset.visibility,
+            "published_at": coreset.published_at, "published_by": coreset.published_by,
+            "deprecated": coreset.deprecated_at is not None, "deprecated_at": coreset.deprecated_at,
+            "deprecation_message": coreset.deprecation_message, "provenance": coreset.provenance,
+            "stale": stale, "stale_changes": changes}
 
 
 def require_ready(coreset: Coreset) -> None:
@@ -57,7 +69,7 @@ def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
         "predictor": coreset.predictor, "embedding_model": coreset.embedding_model, "n_items": len(items),
         "items": items, "diagnostics": coreset.diagnostics, "error": coreset.error,
         "job": {"id": job.id, "status": job.status, "progress": job.progress} if job else None,
-        "created_at": coreset.created_at,
+        "created_at": coreset.created_at, **curation_view(session, coreset),
     }
 
 
@@ -65,7 +77,9 @@ def summary_view(session: Session, coreset: Coreset) -> dict[str, Any]:
     """A coreset in ``GET /v1/coresets`` (``app.coresets.schemas.CoresetSummary``)."""
     return {"id": coreset.id, "name": coreset.name, "version": coreset.version, "method": coreset.method,
             "status": coreset.status, "benchmarks": benchmark_names(session, coreset.benchmark_ids),
-            "budget": coreset.budget, "created_at": coreset.created_at}
+            "budget": coreset.budget, "created_at": coreset.created_at,
+            "team": team_name(session, coreset.team_id), "visibility": coreset.visibility,
+            "published_at": coreset.published_at, "deprecated": coreset.deprecated_at is not None}
 
 
 def list_coresets(session: Session, *, limit: int, cursor: str | None, name: str | None = None,

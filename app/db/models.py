@@ -37,11 +37,72 @@ class Base(DeclarativeBase):
     pass
 
 
-class Benchmark(Base):
+#: the built-in team of ``EVALPLAN_AUTH=off`` (and of every row that existed before teams)
+LOCAL_TEAM_ID = "local"
+VISIBILITIES = ("private", "public")
+
+
+class TeamOwned:
+    """Mixin of every table that holds a team's data (API.md "Teams and tokens").
+
+    ``app.kit.scoping`` adds ``team_id = caller's OR visibility = 'public'`` to every ORM SELECT of
+    these tables and ``team_id = caller's`` to every ORM UPDATE/DELETE, stamps new rows with the
+    caller's team and refuses (403) flushing a change to another team's row. A new table joins the
+    scoping by inheriting this mixin. Child rows (items, scores, embeddings, hidden states,
+    observations) have no team: they are reached only through their owner.
+    """
+
+    team_id: Mapped[str] = mapped_column(String(40), nullable=False, index=True)
+    visibility: Mapped[str] = mapped_column(String(10), default="private", nullable=False)
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("tm"))
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    """A team's API token: only the sha256 of the secret is stored (the secret is shown once)."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("tk"))
+    team_id: Mapped[str] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), nullable=False, index=True)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    scopes: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuditEntry(Base):
+    """Who created, published, deprecated, changed the visibility of, or deleted what."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_team_pk", "team_id", "pk"),)
+
+    pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    team_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    actor: Mapped[str] = mapped_column(String(200), nullable=False)  # the token's name, or "local" / "admin"
+    token_id: Mapped[str | None] = mapped_column(String(40))
+    action: Mapped[str] = mapped_column(String(40), nullable=False)
+    resource_type: Mapped[str] = mapped_column(String(40), nullable=False)
+    resource_id: Mapped[str] = mapped_column(String(40), nullable=False)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Benchmark(TeamOwned, Base):
     __tablename__ = "benchmarks"
+    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_benchmarks_team_name"),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("bm"))
-    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
     capability: Mapped[str | None] = mapped_column(String(200))
     description: Mapped[str | None] = mapped_column(Text)
     embedding_fields: Mapped[list[str]] = mapped_column(JSON, default=list, nullable=False)
@@ -73,11 +134,12 @@ class Item(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Model(Base):
+class Model(TeamOwned, Base):
     __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_models_team_name"),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("md"))
-    name: Mapped[str] = mapped_column(String(300), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(300), nullable=False)
     family: Mapped[str | None] = mapped_column(String(200))
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -110,7 +172,7 @@ class BenchmarkModel(Base):
     position: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
-class Job(Base):
+class Job(TeamOwned, Base):
     __tablename__ = "jobs"
     __table_args__ = (Index("ix_jobs_kind_benchmark", "kind", "benchmark_id"), Index("ix_jobs_status", "status"))
 
@@ -207,10 +269,15 @@ class Embedding(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Coreset(Base):
-    """A selected subset of items over one or more benchmarks, with how it was made."""
+class Coreset(TeamOwned, Base):
+    """A selected subset of items over one or more benchmarks, with how it was made.
+
+    Named coresets form a series per team: ``version`` is 1 + the latest of that name. A published
+    version (``published_at``) is frozen; ``provenance`` records what it was made from.
+    """
 
     __tablename__ = "coresets"
+    __table_args__ = (UniqueConstraint("team_id", "name", "version", name="uq_coresets_team_name_version"),)
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("cs"))
     name: Mapped[str | None] = mapped_column(String(200))
@@ -230,6 +297,12 @@ class Coreset(Base):
     # M x k numbers per benchmark: deferred, so listing / GET never load it (docs/DECISIONS.md).
     fitted_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_by: Mapped[str | None] = mapped_column(String(200))
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    published_by: Mapped[str | None] = mapped_column(String(200))
+    deprecated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    deprecation_message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -245,7 +318,7 @@ class CoresetItem(Base):
     weight: Mapped[float | None] = mapped_column(Float)
 
 
-class EvalSession(Base):
+class EvalSession(TeamOwned, Base):
     """A sequential evaluation session (BayesAME, papers/004) of one target model on one benchmark,
     or of several (``targets``, multi-target BayesAME, papers/004 §3.2; ``target`` is then null).
 
@@ -365,7 +438,7 @@ class TrainedModel(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class BenchmarkSelection(Base):
+class BenchmarkSelection(TeamOwned, Base):
     """A benchmark-level selection (paper 000 §4.4) and its Gaussian imputation model (eq. 8).
 
     ``benchmark_names`` are the matrix columns in order; ``mean``/``scale`` (per column) and ``cov``

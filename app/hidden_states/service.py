@@ -13,7 +13,7 @@ import zipfile
 from typing import IO, Any
 
 import numpy as np
-from sqlalchemy import delete, func, insert, or_, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import get_benchmark
@@ -31,6 +31,7 @@ from app.hidden_states.npy_format import (
 )
 from app.kit.errors import InvalidInput, NotFound
 from app.kit.ids import looks_like_id
+from app.kit.naming import find_named
 from app.models.service import ensure_models, get_model
 
 
@@ -57,7 +58,7 @@ def _resolve_items(session: Session, benchmark: Benchmark, ids: list[str]) -> np
 
 
 def _model_for_upload(session: Session, ref: str) -> Model:
-    model = session.scalars(select(Model).where(or_(Model.id == ref, Model.name == ref))).first()
+    model = find_named(session, Model, ref, kind="model")  # the caller's own name first (app.kit.naming)
     if model is not None:
         return model
     if looks_like_id(ref):

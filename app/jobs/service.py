@@ -9,6 +9,7 @@ from app.db.models import Job
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.jobs import JOB_STATUSES, finish_job
 from app.kit.pagination import Page, keyset_page
+from app.kit.scoping import require_own
 
 
 def get_job(session: Session, job_id: str) -> Job:
@@ -22,6 +23,7 @@ def cancel_job(session: Session, job_id: str) -> Job:
     job = session.get(Job, job_id, with_for_update=True)
     if job is None:
         raise NotFound(f"job {job_id!r} does not exist", [{"parameter": "id", "detail": "no such job"}])
+    require_own(session, job, f"job {job_id!r}")
     if job.status in ("succeeded", "failed"):
         raise Conflict(f"job {job_id} already {job.status}", [{"field": "status", "detail": job.status}])
     if job.status != "cancelled":

@@ -1,6 +1,6 @@
 """FastAPI dependencies, in the ``Annotated[..., Depends(...)]`` style: import the alias, not the function.
 
-* ``DbSession``: one SQLAlchemy session per request (the caller commits).
+* ``DbSession``: one SQLAlchemy session per request, scoped to the caller's team (the route commits).
 * ``AppSettings``: the app's :class:`~app.kit.settings.Settings`.
 * ``Pagination``: ``limit`` + ``cursor`` query parameters, checked against the settings.
 * ``JobQueue``: hands committed jobs to the dispatcher and answers 202.
@@ -19,16 +19,20 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, utcnow
+from app.kit.caller import Caller, authenticate
 from app.kit.db import begin_write
 from app.kit.errors import InvalidInput, ServiceUnavailable
 from app.kit.jobs import Dispatcher
 from app.kit.pagination import PageParams
 from app.kit.schemas import JobAccepted, JobRef
+from app.kit.scoping import bind_caller
 from app.kit.settings import Settings
 
 
-def get_db(request: Request) -> Iterator[Session]:
+def get_db(request: Request, caller: Annotated[Caller, Depends(authenticate)]) -> Iterator[Session]:
+    """The request's session, scoped to the caller's team (``app.kit.scoping``)."""
     with request.app.state.session_factory() as session:
+        bind_caller(session, caller)
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             begin_write(session)
         yield session

@@ -17,15 +17,33 @@ class EvalplanError(Exception):
     title: str = "Bad request"
     slug: str = "bad-request"
 
-    def __init__(self, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, detail: str, errors: list[dict[str, Any]] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.headers = headers
         self.errors = (errors or [])[:MAX_REPORTED_ERRORS]
         self.n_errors = len(errors or [])
 
 
 class NotFound(EvalplanError):
     status, title, slug = 404, "Not found", "not-found"
+
+
+class Unauthorized(EvalplanError):
+    """401: no, an unknown, a revoked or an expired token (answered with ``WWW-Authenticate``)."""
+
+    status, title, slug = 401, "Unauthorized", "unauthorized"
+
+
+class Forbidden(EvalplanError):
+    """403: a missing scope, or a write to another team's public resource."""
+
+    status, title, slug = 403, "Forbidden", "forbidden"
+
+
+class TooManyRequests(EvalplanError):
+    status, title, slug = 429, "Too many requests", "too-many-requests"
 
 
 class Conflict(EvalplanError):

@@ -24,8 +24,9 @@ from typing import Any, Protocol
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Job, JobInput, utcnow
+from app.db.models import LOCAL_TEAM_ID, Job, JobInput, utcnow
 from app.kit.errors import EvalplanError, InvalidInput
+from app.kit.scoping import job_caller, scoped_factory
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,8 @@ def run_job(session_factory: sessionmaker[Session], job_id: str, *, heartbeat_s:
         now = utcnow()
         job.status, job.attempts, job.started_at = "running", job.attempts + 1, now
         job.worker_id, job.heartbeat_at = me, now
-        ctx = JobContext(job.id, job.kind, dict(job.payload or {}), session_factory)
+        ctx = JobContext(job.id, job.kind, dict(job.payload or {}),
+                         scoped_factory(session_factory, job_caller(job.team_id or LOCAL_TEAM_ID)))
         session.commit()
 
     handler = HANDLERS.get(ctx.kind, (None, ""))[0]

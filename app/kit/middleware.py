@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, timedelta
 from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -140,9 +142,40 @@ _NOT_REPLAYED = {b"content-length", b"date", b"server", b"x-request-id", b"set-c
 
 
 def local_scope(_scope: Scope) -> str:
-    """Idempotency keys' scope of a request: the caller's team. Today every caller is ``local``;
-    team authentication (issue 12) passes its own ``scope_of`` reading the token."""
+    """Idempotency keys' scope without authentication: every caller is ``local``."""
     return LOCAL_TEAM
+
+
+def credential_scope(scope: Scope) -> str:
+    """Idempotency keys' scope of a request: its credential (Bearer header, else the pages' cookie), so
+    another team's same key is another request; ``local`` without one (``EVALPLAN_AUTH=off``)."""
+    headers = dict(scope.get("headers") or [])
+    credential = headers.get(b"authorization") or _cookie(headers.get(b"cookie", b""), b"evalplan_token")
+    return f"cred:{hashlib.sha256(credential).hexdigest()[:32]}" if credential else LOCAL_TEAM
+
+
+def _cookie(header: bytes, name: bytes) -> bytes | None:
+    for part in header.split(b";"):
+        key, _, value = part.strip().partition(b"=")
+        if key == name:
+            return value
+    return None
+
+
+class EncodedSlashMiddleware:
+    """Keep an encoded ``/`` (``%2F``) inside a path segment as the literal ``%2F``, so ``team%2Fname``
+    stays one ``{benchmark}`` parameter (``app.kit.naming`` reads it as ``team/name``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw and b"%2f" in raw.lower():
+            segments = raw.decode("latin-1").split("?", 1)[0].split("/")
+            scope = dict(scope)
+            scope["path"] = "/".join("%2F".join(unquote(p) for p in re.split("%2[fF]", seg)) for seg in segments)
+        await self.app(scope, receive, send)
 
 
 class IdempotencyMiddleware:

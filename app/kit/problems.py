@@ -95,7 +95,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(EvalplanError)
     async def _domain(request: Request, exc: EvalplanError) -> JSONResponse:
         return problem_response(exc.status, exc.title, exc.detail, instance=request.url.path,
-                                slug=exc.slug, errors=exc.errors, n_errors=exc.n_errors)
+                                slug=exc.slug, errors=exc.errors, n_errors=exc.n_errors, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

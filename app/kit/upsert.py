@@ -17,6 +17,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from app.kit.scoping import team_of
+
 
 def _table(entity: Any) -> Table:
     return entity.__table__ if hasattr(entity, "__table__") else entity
@@ -40,6 +42,9 @@ def insert_ignoring_conflicts(session: Session, entity: Any, rows: list[dict[str
     else:  # pragma: no cover - only PostgreSQL and SQLite are supported
         raise RuntimeError(f"unsupported database dialect {dialect!r}")
     (pk,) = table.primary_key.columns
+    if "team_id" in table.columns:  # a team's table (app.db.models.TeamOwned): rows join the caller's team
+        team_id = team_of(session)
+        rows = [row if "team_id" in row else {**row, "team_id": team_id} for row in rows]
     inserted: set[Any] = set()
     per_statement = max(1, 30000 // max(1, len(table.columns)))  # PostgreSQL: at most 65535 parameters
     for start in range(0, len(rows), per_statement):

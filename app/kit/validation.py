@@ -20,6 +20,7 @@ from app.core.selection.base import DEFAULT_INT_MAXIMUM, ParamSpec
 from app.kit import input_guard
 from app.kit.errors import Conflict, ErrorCollector, InvalidInput
 from app.kit.ids import looks_like_id
+from app.kit.scoping import owned_by_caller
 
 __all__ = ["ParamSpec", "check_new_name", "check_params", "finite_or_none", "json_safe", "load_json"]
 
@@ -43,9 +44,13 @@ def check_new_name(session: Session, column: Any, name: str, kind: str) -> None:
     if looks_like_id(name):
         raise InvalidInput(f"{name!r} has the shape of a server id; choose another {kind} name",
                            [{"field": "name", "detail": "names may not look like ids (prefix_ + 24 hex digits)"}])
-    if session.scalars(select(column).where(column == name)).first() is not None:
+    stmt = select(column).where(column == name)
+    owner = getattr(column, "class_", None)
+    if owner is not None and hasattr(owner, "team_id"):
+        stmt = stmt.where(owned_by_caller(session, owner))  # names are unique per team
+    if session.scalars(stmt).first() is not None:
         raise Conflict(f"a {kind} named {name!r} already exists",
-                       [{"field": "name", "detail": f"{kind} names are unique"}])
+                       [{"field": "name", "detail": f"{kind} names are unique per team"}])
 
 
 def finite_or_none(value: Any) -> float | None:

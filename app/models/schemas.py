@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.kit.schemas import MODEL_NAME_PATTERN, RequestModel, UtcDatetime
+from app.kit.schemas import MODEL_NAME_PATTERN, RequestModel, UtcDatetime, Visibility
 
 
 class ModelCreate(RequestModel):
@@ -14,6 +14,7 @@ class ModelCreate(RequestModel):
     name: str = Field(pattern=MODEL_NAME_PATTERN)
     family: str | None = Field(None, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    visibility: Visibility = "private"
 
 
 class ModelOut(BaseModel):
@@ -22,6 +23,8 @@ class ModelOut(BaseModel):
     family: str | None
     metadata: dict[str, Any]
     created_at: UtcDatetime
+    team: str | None = Field(None, description="The owning team's name.")
+    visibility: str = Field("private", description="private (the owning team only) or public (every team).")
 
 
 class ModelList(BaseModel):

@@ -4,32 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Model
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.db.models import Benchmark, BenchmarkModel, Model, Score
+from app.kit.audit import record
+from app.kit.errors import Conflict, InvalidInput
+from app.kit.naming import get_named
 from app.kit.pagination import Page, keyset_page
+from app.kit.scoping import owned_by_caller, require_own
 from app.kit.upsert import insert_ignoring_conflicts
 from app.kit.validation import check_new_name
 
 
 def create_model(session: Session, *, name: str, family: str | None = None,
-                 metadata: dict[str, Any] | None = None) -> Model:
+                 metadata: dict[str, Any] | None = None, visibility: str = "private") -> Model:
     check_new_name(session, Model.name, name, "model")
-    row = {"name": name, "family": family, "metadata": dict(metadata or {})}
-    if not insert_ignoring_conflicts(session, Model, [row], ["name"]):  # a concurrent request took the name
+    row = {"name": name, "family": family, "metadata": dict(metadata or {}), "visibility": visibility}
+    if not insert_ignoring_conflicts(session, Model, [row], ["team_id", "name"]):  # a concurrent request took it
         raise Conflict(f"a model named {name!r} already exists",
-                       [{"field": "name", "detail": "model names are unique"}])
-    return session.scalars(select(Model).where(Model.name == name)).one()
+                       [{"field": "name", "detail": "model names are unique per team"}])
+    return session.scalars(select(Model).where(Model.name == name, owned_by_caller(session, Model))).one()
 
 
-def get_model(session: Session, ref: str) -> Model:
-    model = session.scalars(select(Model).where(or_(Model.id == ref, Model.name == ref))).first()
-    if model is None:
-        raise NotFound(f"model {ref!r} does not exist",
-                       [{"parameter": "model", "detail": f"no model with id or name {ref!r}"}])
-    return model
+def get_model(session: Session, ref: str, *, write: bool = False) -> Model:
+    """The model ``ref`` (id, name or ``team/name``; ``app.kit.naming``) readable by the caller, else 404."""
+    return get_named(session, Model, ref, kind="model", write=write)
 
 
 def check_reference_form(refs: Any) -> list[str] | str | None:
@@ -52,21 +52,24 @@ def get_reference_models(session: Session, refs: Any) -> list[Model]:
 
 
 def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
-    """Map each name to its model id, creating missing models (safe under concurrent first use)."""
+    """Map each name to the caller's own model id, creating missing models in the caller's team (safe under
+    concurrent first use)."""
     existing: dict[str, str] = {}
     unique = list(dict.fromkeys(names))
     for start in range(0, len(unique), 500):
         chunk = unique[start:start + 500]
-        existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
+        existing.update(session.execute(select(Model.name, Model.id)
+                                        .where(Model.name.in_(chunk), owned_by_caller(session, Model))).all())
     missing = [n for n in unique if n not in existing]
     if missing:
         # get-or-create without a race: a name another transaction created meanwhile is skipped
         # by ON CONFLICT DO NOTHING and read back (app.kit.upsert)
         session.flush()
-        insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing], ["name"])
+        insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing], ["team_id", "name"])
         for start in range(0, len(missing), 500):
             chunk = missing[start:start + 500]
-            existing.update(session.execute(select(Model.name, Model.id).where(Model.name.in_(chunk))).all())
+            existing.update(session.execute(select(Model.name, Model.id)
+                                            .where(Model.name.in_(chunk), owned_by_caller(session, Model))).all())
     return existing
 
 
@@ -75,3 +78,23 @@ def list_models(session: Session, *, limit: int, cursor: str | None, family: str
     if family is not None:
         stmt = stmt.where(Model.family == family)
     return keyset_page(session, stmt, Model.id, limit=limit, cursor=cursor, what="model")
+
+
+def delete_model(session: Session, model: Model) -> None:
+    """Delete a model with its scores and hidden states (audited); the benchmarks it had scores on get a
+    new ``data_version``. 409 while a published coreset uses it as a reference."""
+    from app.coresets.curation import published_dependents  # noqa: PLC0415 - coresets import this module
+
+    require_own(session, model, f"model {model.name!r}")
+    published = published_dependents(session, model=model)
+    if published:
+        raise Conflict(f"model {model.name!r} cannot be deleted: {len(published)} published coreset(s) use it as a "
+                       "reference model", [{"parameter": "model", "detail": "published coresets depend on it"}])
+    benchmark_ids = list(session.scalars(select(BenchmarkModel.benchmark_id)
+                                         .where(BenchmarkModel.model_id == model.id)))
+    session.execute(delete(Score).where(Score.model_id == model.id))
+    for benchmark in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)).with_for_update()):
+        benchmark.data_version = (benchmark.data_version or 0) + 1
+    record(session, "delete", "model", model.id, name=model.name)
+    session.delete(model)
+    session.flush()

@@ -59,6 +59,13 @@ def read_session(session_id: str, session: DbSession) -> SessionOut:
     return SessionOut.model_validate(views.session_view(session, session_service.get_eval_session(session, session_id)))
 
 
+@router.delete("/{session_id}", status_code=204, response_class=Response)
+def delete_session(session_id: str, session: DbSession) -> Response:
+    """Delete the session and its observations (the owning team only; audited)."""
+    session_service.delete_session(session, session_id)
+    return Response(status_code=204)
+
+
 @router.get("/{session_id}/trajectory", response_model=list[TrajectoryPoint], response_model_exclude_unset=True)
 def read_trajectory(session_id: str, session: DbSession) -> list[TrajectoryPoint]:
     row = session_service.get_eval_session(session, session_id)

@@ -41,7 +41,9 @@ from app.benchmarks.score_matrix import load_matrix
 from app.benchmarks.service import get_benchmark
 from app.core.sequential.checkpoints import with_previous
 from app.db.models import EvalSession, SessionObservation
+from app.kit.audit import record
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.scoping import require_own
 from app.sessions import cache
 from app.sessions.priors import load_prior, obtain_prior
 from app.sessions.state import apply_state, estimator_of, feed, new_estimator
@@ -126,6 +128,7 @@ def _lock_row(session: Session, session_id: str) -> EvalSession:
     row = session.get(EvalSession, session_id, with_for_update=True, populate_existing=True)
     if row is None:
         raise session_not_found(session_id)
+    require_own(session, row, f"session {session_id!r}")
     return row
 
 
@@ -166,3 +169,14 @@ def _record(session: Session, row: EvalSession,
     apply_state(row, estimator, entry)
     session.flush()
     return (row.id, n + len(new)), estimator
+
+
+def delete_session(session: Session, session_id: str) -> None:
+    """Delete a session and its observations (audited); its estimator leaves the cache."""
+    with cache.session_lock(session_id):
+        row = _lock_row(session, session_id)
+        record(session, "delete", "session", row.id, benchmark_id=row.benchmark_id, target=row.target)
+        session.delete(row)
+        session.commit()
+        for n in range(row.n_observed + 1):
+            cache.estimators.pop((row.id, n))

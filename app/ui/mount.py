@@ -6,7 +6,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.ui.docs import install_offline_docs
-from app.ui.pages import benchmarks, coresets, home, jobs, sessions, similarity
+from app.ui.pages import benchmarks, coresets, home, jobs, login, sessions, similarity
 from app.ui.routing import unknown_page_router
 from app.ui.templating import STATIC_DIR, STATIC_PREFIX
 
@@ -15,6 +15,6 @@ def install_ui(app: FastAPI) -> None:
     """Static assets, /docs + /redoc, the page routers and, last, the HTML 404 for other /ui paths."""
     app.mount(STATIC_PREFIX, StaticFiles(directory=STATIC_DIR), name="ui-static")
     install_offline_docs(app)
-    for pages in (home, benchmarks, sessions, coresets, jobs, similarity):
+    for pages in (login, home, benchmarks, sessions, coresets, jobs, similarity):
         app.include_router(pages.router)
     app.include_router(unknown_page_router())

@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.kit.errors import EvalplanError
-from app.ui.templating import render
+from app.ui.templating import render, root_path
 
 
 def error_page(request: Request, status: int, detail: str, title: str | None = None) -> Response:
@@ -31,6 +33,9 @@ class PageRoute(APIRoute):
             try:
                 return await handler(request)
             except EvalplanError as exc:
+                if exc.status == 401:  # EVALPLAN_AUTH=required and no valid token: sign in first
+                    target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+                    return RedirectResponse(f"{root_path(request)}/ui/login?next={target}", status_code=303)
                 return error_page(request, exc.status, exc.detail, exc.title)
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}

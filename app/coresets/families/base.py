@@ -31,6 +31,7 @@ class CoresetRequest:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     embedding_model: str | None = None
+    visibility: str = "private"
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Teams, their API tokens and the audit log (API.md "Teams and tokens")."""
