@@ -93,6 +93,7 @@ def bodies(r: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
                                             "reference_models": "all"}},
         ("POST", "/v1/embeddings"): {"json": {"benchmarks": [r["benchmark"]]}},
         ("POST", "/v1/backtests"): {"json": {"benchmarks": r["benchmark"], "methods": ["random"]}},
+        ("POST", "/v1/plans"): {"json": {"benchmarks": r["benchmark"], "half_width": 0.05}},
         ("POST", "/v1/benchmark-selections"): {"json": {"benchmarks": [r["benchmark"], "alpha-bench-2"], "k": 1}},
     }
 
