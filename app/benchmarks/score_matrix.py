@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Benchmark, BenchmarkModel, Item, Model
 from app.kit.db import analyze_after_commit
+from app.kit.settings import get_settings
 
 #: cells turned into Python objects at once while writing (a chunk of rows of the matrix)
 CELL_CHUNK = 50_000
@@ -98,6 +99,8 @@ def _cell_chunks(model_ids: list[str], item_pks: list[int], values: np.ndarray,
 def _copy_upsert_postgres(session: Session, metric: str,
                           chunks: Iterator[tuple[list[str], list[int], list[float]]]) -> int:
     cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
+    # The bulk write gets its own, longer statement timeout for the rest of this transaction (SET LOCAL).
+    cursor.execute(f"SET LOCAL statement_timeout = {int(get_settings().db_bulk_statement_timeout_s * 1000)}")
     cursor.execute(
         "CREATE TEMP TABLE IF NOT EXISTS _score_upload "
         "(model_id varchar(40), item_pk bigint, metric varchar(200), value float8) ON COMMIT DELETE ROWS"

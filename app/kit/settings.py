@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         default=60.0, ge=0, description="PostgreSQL statement_timeout of every API and worker connection "
         "(0: none); SQLite: the busy timeout.",
     )
+    db_bulk_statement_timeout_s: float = Field(
+        default=900.0, ge=0, description="PostgreSQL statement_timeout for the transaction of a bulk score write "
+        "(COPY + upsert of an upload; 0: none): a large upload on a busy database may run past "
+        "`db_statement_timeout_s` without being a hang.",
+    )
     job_heartbeat_s: float = Field(
         default=5.0, gt=0, description="A running job's worker records a heartbeat (and sees a cancel) this often.",
     )
