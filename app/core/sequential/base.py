@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .config import SessionConfig
-from .estimator import checked_score
+from .estimator import checked_item, checked_score
 from .hyper import _CONTROLLER
 from .prior import BucketPrior
 
@@ -145,15 +145,7 @@ class ItemEstimator(ABC):
         return self._select(k) if k > 0 else []
 
     def observe(self, item: int, score: float) -> None:
-        if self.stopped:
-            raise ValueError(f"item: session stopped ({self.stop_reason}); no more observations")
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"item: must be an integer index, got {item!r}")
-        item = int(item)
-        if not 0 <= item < self.n_items:
-            raise ValueError(f"item: {item} out of range [0, {self.n_items})")
-        if self._observed[item]:
-            raise ValueError(f"item: {item} already observed")
+        item = checked_item(self, item)
         s = checked_score(score)
         self._update(item, s)
         self._observed[item] = True

@@ -72,6 +72,21 @@ def checked_score(score: object) -> float:
     return s
 
 
+def checked_item(est: Any, item: object) -> int:
+    """``item`` as an index ``est`` (a session estimator) can still observe; ValueError naming the field
+    otherwise (stopped session, not an integer, out of range, already observed)."""
+    if est.stopped:
+        raise ValueError(f"item: session stopped ({est.stop_reason}); no more observations")
+    if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+        raise ValueError(f"item: must be an integer index, got {item!r}")
+    index = int(item)
+    if not 0 <= index < est.n_items:
+        raise ValueError(f"item: {index} out of range [0, {est.n_items})")
+    if est._observed[index]:
+        raise ValueError(f"item: {index} already observed")
+    return index
+
+
 def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: np.ndarray,
                             sigma2: float, Nb: np.ndarray) -> np.ndarray:
     """alpha_IG per bucket (§3.1): ``-0.5 log(1 - Cov(R, s_b | C)^2 / (Var(R | C) Var(s_b | C)))``.
@@ -336,15 +351,7 @@ class SequentialEstimator:
         return picked
 
     def observe(self, item: int, score: float) -> None:
-        if self.stopped:
-            raise ValueError(f"item: session stopped ({self.stop_reason}); no more observations")
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"item: must be an integer index, got {item!r}")
-        item = int(item)
-        if not 0 <= item < self.n_items:
-            raise ValueError(f"item: {item} out of range [0, {self.n_items})")
-        if self._observed[item]:
-            raise ValueError(f"item: {item} already observed")
+        item = checked_item(self, item)
         s = checked_score(score)
         b = int(self.prior.bucket_of_item[item])
         n = self.n_observed
