@@ -161,10 +161,16 @@ def wait_until(predicate: Any, timeout: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def backtest_body(seeds: int) -> dict[str, Any]:
-    # random x three predictors with cross-fitted intervals: about 0.5 s per row, a checkpoint per row
+# The jobs must still be running when they are killed: a 2-seed, 2-budget backtest takes ~0.5 s on an idle
+# 2-core machine (ten times that under load), so 20 seeds x 4 budgets keep it running ~10 s at least.
+SEEDS_LONG = 20
+
+
+def backtest_body(seeds: int, n_budgets: int = 4) -> dict[str, Any]:
+    # random x three predictors with cross-fitted intervals: ~0.04 s per row idle, a checkpoint per row
+    budgets = [round(0.05 + 0.01 * b, 2) for b in range(n_budgets)]
     return {"benchmarks": "faults", "methods": ["random"], "predictors": {"random": ["mean", "kernel_ridge", "ridge"]},
-            "budgets": [0.05, 0.1], "n_reference": 30, "seeds": seeds}
+            "budgets": budgets, "n_reference": 30, "seeds": seeds}
 
 
 @pytest.fixture
@@ -192,24 +198,25 @@ def test_kill_9_of_the_worker_mid_job_requeues_it_within_the_bound(celery_api: T
     first = start_worker(database_urls["postgresql"], redis_db, log_path)
     second = None
     try:
-        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=4))
+        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=SEEDS_LONG))
         assert r.status_code == 202, r.text
         job_id = r.json()["job"]["id"]
         wait_until(lambda: job_row(factory, job_id).status == "running", 120, "the worker starts the job")
         time.sleep(1.5)  # mid-job: a heartbeat or two
         running = job_row(factory, job_id)
+        assert running.status == "running", "the job ended before the kill: make it longer"
         killed = kill_tree(first)
         killed_at = time.monotonic()
         assert int(running.worker_id.rpartition(":")[2]) in killed
         second = start_worker(database_urls["postgresql"], redis_db, log_path)
         requeued = wait_until(lambda: job_row(factory, job_id).attempts == 2, 120, "the reaper requeues the job")
-        done = wait_until(lambda: job_row(factory, job_id).status in ("succeeded", "failed"), 240, "the job ends")
+        done = wait_until(lambda: job_row(factory, job_id).status in ("succeeded", "failed"), 900, "the job ends")
         job = job_row(factory, job_id)
         total = time.monotonic() - killed_at
         print(f"kill -9 -> running again in {requeued:.1f} s (lease {LEASE_S:g} s + reaper {REAPER_S:g} s "
               f"+ worker start), final in {total:.1f} s; attempts {job.attempts}")
         assert job.status == "succeeded", job.error
-        assert job.attempts == 2 and len(job.result["rows"]) == 4 * 2 * 3
+        assert job.attempts == 2 and len(job.result["rows"]) == SEEDS_LONG * 4 * 3
         assert requeued < 60.0 and done >= 0
     finally:
         if second is not None:
@@ -226,10 +233,11 @@ def test_cancel_stops_the_workers_computation_within_seconds(celery_api: TestCli
     log_path = tmp_path / "worker.log"
     worker = start_worker(database_urls["postgresql"], redis_db, log_path)
     try:
-        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=20))  # about 2-3 minutes of work
+        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=SEEDS_LONG, n_budgets=20))  # minutes of work
         job_id = r.json()["job"]["id"]
         wait_until(lambda: job_row(factory, job_id).status == "running", 120, "the worker starts the job")
         time.sleep(2)
+        assert job_row(factory, job_id).status == "running", "the job ended before the cancel: make it longer"
         assert celery_api.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
         cancelled_at = time.monotonic()
         stopped = wait_until(lambda: "succeeded in" in log_path.read_text(errors="replace")
@@ -340,15 +348,16 @@ def test_kill_9_of_the_pool_child_only_is_redelivered_to_a_new_child(celery_api:
     log_path = tmp_path / "worker.log"
     worker = start_worker(database_urls["postgresql"], redis_db, log_path)
     try:
-        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=2))
+        r = celery_api.post("/v1/backtests", json=backtest_body(seeds=SEEDS_LONG))
         job_id = r.json()["job"]["id"]
         wait_until(lambda: job_row(factory, job_id).status == "running", 120, "the worker starts the job")
         time.sleep(1.0)
+        assert job_row(factory, job_id).status == "running", "the job ended before the kill: make it longer"
         child = int(job_row(factory, job_id).worker_id.rpartition(":")[2])
         assert child != worker.pid and child in [c.pid for c in psutil.Process(worker.pid).children(recursive=True)]
         os.kill(child, signal.SIGKILL)
         killed_at = time.monotonic()
-        wait_until(lambda: job_row(factory, job_id).status in ("succeeded", "failed"), 240, "the job ends")
+        wait_until(lambda: job_row(factory, job_id).status in ("succeeded", "failed"), 900, "the job ends")
         job = job_row(factory, job_id)
         print(f"kill -9 of the pool child -> final in {time.monotonic() - killed_at:.1f} s; attempts {job.attempts}")
         assert job.status == "succeeded", job.error
