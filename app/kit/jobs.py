@@ -25,6 +25,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import LOCAL_TEAM_ID, Job, JobInput, utcnow
+from app.kit.db import begin_write
 from app.kit.errors import EvalplanError, InvalidInput
 from app.kit.scoping import job_caller, scoped_factory
 
@@ -77,7 +78,7 @@ class JobContext:
         """Record progress in its own short transaction; raises JobCancelled if cancelled."""
         self.check_cancelled()
         with self.session_factory() as session:
-            job = session.get(Job, self.job_id, with_for_update=True)
+            job = begin_write(session).get(Job, self.job_id, with_for_update=True)
             if job is None or job.status == "cancelled":
                 self.cancelled.set()
                 raise JobCancelled(self.job_id)
@@ -180,7 +181,7 @@ def run_job(session_factory: sessionmaker[Session], job_id: str, *, heartbeat_s:
     """
     me = this_worker()
     with session_factory() as session:
-        job = session.get(Job, job_id, with_for_update=True)
+        job = begin_write(session).get(Job, job_id, with_for_update=True)
         if job is None:
             log.warning("job %s does not exist", job_id)
             return "missing"
@@ -220,7 +221,7 @@ def run_job(session_factory: sessionmaker[Session], job_id: str, *, heartbeat_s:
         heartbeat.stopped.set()
 
     with session_factory() as session:
-        job = session.get(Job, job_id, with_for_update=True)
+        job = begin_write(session).get(Job, job_id, with_for_update=True)
         if job is None:
             return "missing"
         if job.status in FINAL_STATUSES:
