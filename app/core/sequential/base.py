@@ -1,5 +1,6 @@
-"""Shared bookkeeping of the item-level sequential estimators (``refgp_ivr``, ``proeval_bq``,
-``fluid_irt``): the observed set, the trajectory, the batch budget and the stopping rule.
+"""Shared bookkeeping of the single-target sequential estimators (BayesAME / ``bayesame_rs`` /
+``rs_mean``, ``refgp_ivr``, ``proeval_bq``, ``fluid_irt``): the checked observation, the observed set,
+the trajectory, the batch budget and the stopping rule (papers/004 App. C.1).
 
 Every estimator exposes the same interface as :class:`~app.core.sequential.SequentialEstimator`:
 ``estimate`` (the benchmark mean), ``variance`` (of that mean), ``interval(level)``, ``ci`` (the
@@ -19,7 +20,6 @@ import numpy as np
 from scipy.stats import norm
 
 from .config import SessionConfig
-from .estimator import checked_item, checked_score
 from .hyper import _CONTROLLER
 from .prior import BucketPrior
 
@@ -37,6 +37,32 @@ def one_blas_thread() -> Iterator[None]:
 def z_of(level: float) -> float:
     """Two-sided normal quantile of ``level`` (0.95 -> 1.95996...)."""
     return float(norm.ppf(0.5 + 0.5 * float(level)))
+
+
+def checked_score(score: object) -> float:
+    """``score`` as a finite float; ValueError naming the field otherwise."""
+    try:
+        s = float(score)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"score: must be a number, got {score!r}") from None
+    if not math.isfinite(s):
+        raise ValueError(f"score: must be finite, got {score!r}")
+    return s
+
+
+def checked_item(est: Any, item: object) -> int:
+    """``item`` as an index ``est`` (a session estimator) can still observe; ValueError naming the field
+    otherwise (stopped session, not an integer, out of range, already observed)."""
+    if est.stopped:
+        raise ValueError(f"item: session stopped ({est.stop_reason}); no more observations")
+    if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+        raise ValueError(f"item: must be an integer index, got {item!r}")
+    index = int(item)
+    if not 0 <= index < est.n_items:
+        raise ValueError(f"item: {index} out of range [0, {est.n_items})")
+    if est._observed[index]:
+        raise ValueError(f"item: {index} already observed")
+    return index
 
 
 def derived(prior: BucketPrior, key: str) -> Any:
@@ -75,7 +101,8 @@ def paper_stop(est: Any) -> None:
 
 
 class ItemEstimator(ABC):
-    """Base of the estimators that model items (not BayesAME's buckets)."""
+    """Base of the single-target session estimators (BayesAME's bucket model included): the subclass
+    supplies ``_select``, ``_update`` and ``_set_estimate``; this class does the rest."""
 
     method: str = ""
 

@@ -26,9 +26,13 @@ from typing import Any
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, solve_triangular
 
+from .base import ItemEstimator, checked_item, checked_score
 from .config import BAYESAME_METHODS, SessionConfig
 from .hyper import fit_alpha_beta
 from .prior import BucketPrior
+
+__all__ = ["SequentialEstimator", "Z975", "checked_item", "checked_score", "information_gain_scores",
+           "lower_solves", "rs_mean_s2"]
 
 Z975 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
 SIGMA2_UNIQUE = 1e-4  # B >= N - N0 (active selection)
@@ -61,30 +65,6 @@ def rs_mean_s2(s: np.ndarray) -> float:
     return float(max(s2, floor))
 
 
-def checked_score(score: object) -> float:
-    """``score`` as a finite float; ValueError naming the field otherwise."""
-    try:
-        s = float(score)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"score: must be a number, got {score!r}") from None
-    if not math.isfinite(s):
-        raise ValueError(f"score: must be finite, got {score!r}")
-    return s
-
-
-def checked_item(est: Any, item: object) -> int:
-    """``item`` as an index ``est`` (a session estimator) can still observe; ValueError naming the field
-    otherwise (stopped session, not an integer, out of range, already observed)."""
-    if est.stopped:
-        raise ValueError(f"item: session stopped ({est.stop_reason}); no more observations")
-    if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-        raise ValueError(f"item: must be an integer index, got {item!r}")
-    index = int(item)
-    if not 0 <= index < est.n_items:
-        raise ValueError(f"item: {index} out of range [0, {est.n_items})")
-    if est._observed[index]:
-        raise ValueError(f"item: {index} already observed")
-    return index
 
 
 def information_gain_scores(w: np.ndarray, v: np.ndarray, g: np.ndarray, diag: np.ndarray,
@@ -116,24 +96,20 @@ def lower_solves(L: np.ndarray, K: np.ndarray, r: np.ndarray) -> tuple[np.ndarra
             solve_triangular(L, r, lower=True, check_finite=False))
 
 
-class SequentialEstimator:
+class SequentialEstimator(ItemEstimator):
+    """BayesAME (``bayesame``, ``bayesame_rs``) and RS-Mean (``rs_mean``); the observation bookkeeping,
+    budget and stopping rule are :class:`~app.core.sequential.base.ItemEstimator`'s."""
+
     _L: np.ndarray  # the growing Cholesky factor, A, y and buckets of the observations (_ensure_capacity)
     _A: np.ndarray
     _y: np.ndarray
     _bC: np.ndarray
 
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
-        if not isinstance(prior, BucketPrior):
-            raise ValueError("prior: must be a BucketPrior")
-        if not isinstance(config, SessionConfig):
-            raise ValueError("config: must be a SessionConfig")
-        config.validate()
+        super().__init__(prior, config)  # checks prior and config; the empty observation state
         if config.method not in BAYESAME_METHODS:
             raise ValueError(f"method: SequentialEstimator runs {', '.join(BAYESAME_METHODS)}, got {config.method!r}")
-        self.prior = prior
-        self.config = config
         N, B = prior.n_items, prior.n_buckets
-        self.n_items = N
         self.unique_regime = B >= N - config.n0
         hp = dict(config.hyperparameters or {})
         self._alpha0 = float(hp.get("alpha", 1.0))
@@ -144,17 +120,6 @@ class SequentialEstimator:
                           else "random")
         self.effective_window = config.effective_window
         self._bayes = config.method in ("bayesame", "bayesame_rs")
-
-        self._observed = np.zeros(N, dtype=bool)
-        self._items: list[int] = []
-        self._scores: list[float] = []
-        self._sum_s = 0.0
-        self.n_observed = 0
-        self.stopped = False
-        self.stop_reason: str | None = None
-        self.trajectory: list[dict[str, Any]] = []
-        self._iter_estimates: list[float] = []
-        self.n_refits = 0
 
         self._Nb = prior.bucket_sizes.astype(np.float64)
         self._mu = prior.bucket_means
@@ -168,15 +133,6 @@ class SequentialEstimator:
     @property
     def hyperparameters(self) -> dict[str, Any]:
         return {"alpha": self._alpha, "beta": self._beta, "sigma2": self._sigma2}
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        half = Z975 * math.sqrt(max(self.variance, 0.0))
-        return (self.estimate - half, self.estimate + half)
-
-    @property
-    def observed_items(self) -> list[int]:
-        return list(self._items)
 
     # ------------------------------------------------------------------ kernel pieces
     def _kernel_row(self, b: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -311,19 +267,10 @@ class SequentialEstimator:
             raise ValueError("method: information gain needs a BayesAME method")
         return self._ig_scores(self._w, self._v, self._g, self._diag)
 
-    # ------------------------------------------------------------------ propose / observe
-    def _remaining_budget(self) -> int:
-        left = self.n_items - self.n_observed
-        if self.config.max_items is not None:
-            left = min(left, self.config.max_items - self.n_observed)
-        return max(left, 0)
-
-    def propose(self) -> list[int]:
-        if self.stopped:
-            return []
-        k = min(self.config.batch_size, self._remaining_budget())
-        if k <= 0:
-            return []
+    # ------------------------------------------------------------------ select / update
+    def _select(self, k: int) -> list[int]:
+        """Random (``bayesame_rs``, ``rs_mean``, non-unique regime) or greedy alpha_IG buckets with
+        fantasized updates (§3.1, Algorithm 1), one uniformly drawn unobserved item per bucket."""
         rng = np.random.default_rng([self.config.seed, self.n_observed])
         if self.selection == "random":
             unobs = np.flatnonzero(~self._observed)
@@ -350,9 +297,7 @@ class SequentialEstimator:
                 n_f += 1
         return picked
 
-    def observe(self, item: int, score: float) -> None:
-        item = checked_item(self, item)
-        s = checked_score(score)
+    def _update(self, item: int, s: float) -> None:
         b = int(self.prior.bucket_of_item[item])
         n = self.n_observed
         if self._bayes:
@@ -369,21 +314,13 @@ class SequentialEstimator:
                 self._hist_w[np.arange(self._hist_w.shape[0]), lev] -= 1.0
         else:
             self._w[b] -= 1.0
-        self._observed[item] = True
-        self._items.append(item)
-        self._scores.append(s)
-        self._sum_s += s
-        self.n_observed = n + 1
+
+    def _after_observe(self) -> None:
         F = self.config.refit_every
         if self._bayes and F > 0 and self.n_observed % F == 0 and self.n_observed < self.n_items:
             self._refit()
-        self._set_estimate()
-        lo, hi = self.ci
-        self.trajectory.append({"n": self.n_observed, "estimate": self.estimate,
-                                "variance": self.variance, "ci": [lo, hi]})
-        self._check_stop()
 
-    # ------------------------------------------------------------------ refit / stop
+    # ------------------------------------------------------------------ refit
     def _refit(self) -> None:
         p = self.prior
         bC = np.asarray([p.bucket_of_item[i] for i in self._items], dtype=np.int64)
@@ -394,22 +331,3 @@ class SequentialEstimator:
                                                     warm=(self._alpha, self._beta))
         self.n_refits += 1
         self._rebuild()
-
-    def _check_stop(self) -> None:
-        cfg = self.config
-        n = self.n_observed
-        # End of an iteration (a batch of |A| observations): the paper's rule, unless a ``stop`` rule
-        # replaces it (applied by app.core.sequential.stopping.PrecisionSession).
-        if cfg.stop is None and n % cfg.batch_size == 0:
-            self._iter_estimates.append(self.estimate)
-            W = self.effective_window
-            if len(self._iter_estimates) >= W:
-                last = self._iter_estimates[-W:]
-                if (max(last) - min(last) <= cfg.epsilon1
-                        and 2.0 * Z975 * math.sqrt(self.variance) <= cfg.epsilon2):
-                    self.stopped, self.stop_reason = True, "converged"
-                    return
-        if cfg.max_items is not None and n >= cfg.max_items:
-            self.stopped, self.stop_reason = True, "max_items"
-        elif n >= self.n_items:
-            self.stopped, self.stop_reason = True, "exhausted"
