@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
+from app.db.models import Job
 from app.imports import harness
 from app.imports import service as import_service
 from app.imports.schemas import HarnessImportSummary, ImportSummary
@@ -17,6 +20,7 @@ from app.kit.errors import InvalidInput
 from app.kit.schemas import MODEL_NAME_PATTERN, JobAccepted, JobRef
 
 router = APIRouter(prefix="/v1/imports", tags=["imports"])
+_Summary = TypeVar("_Summary", bound=BaseModel)
 
 
 @router.post("/lm-eval", status_code=201, response_model=ImportSummary,
@@ -32,23 +36,10 @@ async def import_lm_eval(
                       Form(description="lm-eval filter; default 'none' if present, else the first.")] = None,
 ) -> ImportSummary | JSONResponse:
     """Import `lm_eval --log_samples` files: a benchmark per task, items keyed by `doc_id`, the model's scores."""
-    total = sum(f.size or 0 for f in files)
+    if not files:
+        raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
     for f in files:
         task_from_filename(f.filename or "")  # fail fast on a bad name, before any work
-
-    if total > settings.inline_import_max_bytes:
-        def enqueue() -> tuple[str, str]:
-            inputs = []
-            for f in files:
-                f.file.seek(0)
-                inputs.append((f.filename or "", f.file.read()))
-            job = import_service.start_import_job(session, model, metric, filter, inputs)
-            session.commit()
-            return job.id, job.queue
-
-        job_id, queue = await run_in_threadpool(enqueue)
-        jobs.submit(job_id, queue)
-        return accepted(JobAccepted(job=JobRef(id=job_id, status="queued")), f"/v1/jobs/{job_id}")
 
     def work() -> dict[str, Any]:
         for f in files:
@@ -58,43 +49,53 @@ async def import_lm_eval(
         session.commit()
         return result
 
-    if not files:
-        raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
-    return ImportSummary.model_validate(await run_in_threadpool(work))
+    return await _inline_or_job(
+        ImportSummary, session, settings, jobs, files,
+        lambda inputs: import_service.start_import_job(session, model, metric, filter, inputs), work)
 
 
-async def _harness_import(harness_name: str, session: DbSession, settings: AppSettings, jobs: JobQueue,
-                          files: list[UploadFile], options: dict[str, Any]) -> HarnessImportSummary | JSONResponse:
-    """Read the uploads; parse and store them inline, or queue a job when they total more than the inline limit."""
-    if not files:
-        raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
-    total = sum(f.size or 0 for f in files)
-    options = {k: v for k, v in options.items() if v is not None}
+def _read_all(files: list[UploadFile]) -> list[tuple[str, bytes]]:
+    """``(filename, bytes)`` of every upload, each read from its start."""
+    out = []
+    for f in files:
+        f.file.seek(0)
+        out.append((f.filename or "", f.file.read()))
+    return out
 
-    def read() -> list[tuple[str, bytes]]:
-        out = []
-        for f in files:
-            f.file.seek(0)
-            out.append((f.filename or "", f.file.read()))
-        return out
 
-    if total > settings.inline_import_max_bytes:
+async def _inline_or_job(summary: type[_Summary], session: DbSession, settings: AppSettings, jobs: JobQueue,
+                         files: list[UploadFile], start_job: Callable[[list[tuple[str, bytes]]], Job],
+                         work: Callable[[], dict[str, Any]]) -> _Summary | JSONResponse:
+    """Queue ``start_job(the uploads)`` (202 with the job) when the uploads total more than the inline
+    limit, else run ``work`` (parse, store, commit) inline and answer its ``summary``."""
+    if sum(f.size or 0 for f in files) > settings.inline_import_max_bytes:
         def enqueue() -> tuple[str, str]:
-            job = harness.start_job(session, harness_name, options, read())
+            job = start_job(_read_all(files))
             session.commit()
             return job.id, job.queue
 
         job_id, queue = await run_in_threadpool(enqueue)
         jobs.submit(job_id, queue)
         return accepted(JobAccepted(job=JobRef(id=job_id, status="queued")), f"/v1/jobs/{job_id}")
+    return summary.model_validate(await run_in_threadpool(work))
+
+
+async def _harness_import(harness_name: str, session: DbSession, settings: AppSettings, jobs: JobQueue,
+                          files: list[UploadFile], options: dict[str, Any]) -> HarnessImportSummary | JSONResponse:
+    """Parse and store the uploads inline, or queue a job when they total more than the inline limit."""
+    if not files:
+        raise InvalidInput("no files", [{"field": "files", "detail": "at least one file"}])
+    options = {k: v for k, v in options.items() if v is not None}
 
     def work() -> dict[str, Any]:
-        parsed = harness.parse(harness_name, read(), options)
+        parsed = harness.parse(harness_name, _read_all(files), options)
         result = harness.store(session, parsed)
         session.commit()
         return result
 
-    return HarnessImportSummary.model_validate(await run_in_threadpool(work))
+    return await _inline_or_job(
+        HarnessImportSummary, session, settings, jobs, files,
+        lambda inputs: harness.start_job(session, harness_name, options, inputs), work)
 
 
 _LARGE: dict[int | str, dict[str, Any]] = {
