@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--scopes", default="read,write", help="comma-separated among read, write, admin")
     token.add_argument("--name", default=None, help="what the token is for (default: <team>-<scopes>)")
     token.add_argument("--expires-at", default=None, help="ISO 8601 instant after which the token answers 401")
+    drop = admin_sub.add_parser("delete-team", help="delete a team with everything it owns (refused while a "
+                                                    "published coreset, another team or a running job depends on it)")
+    drop.add_argument("team", help="team name or id")
     revoke = admin_sub.add_parser("revoke-token", help="revoke a token by id")
     revoke.add_argument("team", help="team name or id")
     revoke.add_argument("token_id")
@@ -415,7 +418,13 @@ def admin_command(args: argparse.Namespace) -> int:
                 result: dict[str, object] = {"id": row.id, "name": row.name}
             else:
                 team = team_service.get_team(session, args.team, operator)
-                if args.admin_command == "revoke-token":
+                if args.admin_command == "delete-team":
+                    from app.teams.deletion import delete_team
+
+                    counts = delete_team(session, team)
+                    session.commit()
+                    result = {"id": team.id, "name": team.name, "deleted": True, **counts}
+                elif args.admin_command == "revoke-token":
                     team_service.revoke_token(session, team, args.token_id)
                     session.commit()
                     result = {"id": args.token_id, "revoked": True}

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from fastapi.testclient import TestClient
-from helpers import assert_problem, settings_for, upload_matrix, upload_score_cells, wait_for_job
+from helpers import assert_problem, settings_for, upload_items, upload_matrix, upload_score_cells, wait_for_job
 
 from app.main import create_app
 
@@ -115,7 +115,10 @@ def test_provenance_stale_and_frozen_predict(committed_client: TestClient) -> No
                                      for j, it in enumerate(ITEMS)])
     now = c.get("/v1/coresets/reasoning@1").json()
     assert now["stale"] is True
-    assert now["stale_changes"] == [{"benchmark": "reason", "change": "data_version", "was": 1, "now": 2}]
+    changes = now["stale_changes"]
+    assert [(x["benchmark"], x["change"]) for x in changes] == [("reason", "data_hash"), ("reason", "scores")]
+    assert changes[0]["was"] == prov["data_hash"][bench_id] and changes[0]["now"] != changes[0]["was"]
+    assert (changes[1]["data_version_was"], changes[1]["data_version_now"]) == (1, 2)
     assert now["items"] == c.get(f"/v1/coresets/{v1['id']}").json()["items"]
     for _ in range(2):  # reproducible: the frozen predictor, the same numbers every time
         again = c.post("/v1/coresets/reasoning@1/predict", json={"scores": target}).json()
@@ -196,3 +199,106 @@ def test_delete_refused_while_a_published_coreset_depends(committed_client: Test
     assert_problem(c.delete(f"/v1/sessions/{s2.json()['id']}"), 404)
     actions = [(e["action"], e["resource_type"]) for e in c.get("/v1/audit").json()["items"]]
     assert ("delete", "benchmark") in actions and ("delete", "model") in actions and ("delete", "session") in actions
+
+
+# --------------------------------------------------------------------------- frozen state and the content hash
+
+
+def test_stale_compares_the_content_hash(committed_client: TestClient) -> None:
+    """An item's text edited with no score change is stale; the same scores re-uploaded are not; a
+    version whose data already changed cannot be published."""
+    c = committed_client
+    values = setup_benchmark(c)
+    v1 = make(c)
+    bench_id = c.get("/v1/benchmarks/reason").json()["id"]
+    assert set(v1["provenance"]["items_hash"]) == {bench_id}
+    assert c.post("/v1/coresets/reasoning@1/publish").status_code == 200
+    # identical scores again: data_version moves, the content does not
+    upload_score_cells(c, "reason", [{"model": MODELS[0], "item": it, "score": float(values[0, j])}
+                                     for j, it in enumerate(ITEMS)])
+    assert c.get("/v1/benchmarks/reason").json()["data_version"] == 2
+    same = c.get("/v1/coresets/reasoning@1").json()
+    assert same["stale"] is False and same["stale_changes"] == []
+    # an item's text edited, no score touched
+    assert upload_items(c, "reason", [{"id": ITEMS[3], "prompt": "reworded question"}])["updated"] == 1
+    edited = c.get("/v1/coresets/reasoning@1").json()
+    assert edited["stale"] is True
+    assert [x["change"] for x in edited["stale_changes"]] == ["data_hash", "items"]
+    # a version made before the edit cannot be published now (its frozen state would not match its provenance)
+    v2 = make(c, seed=1)
+    upload_items(c, "reason", [{"id": ITEMS[3], "prompt": "reworded again"}])
+    body = assert_problem(c.post(f"/v1/coresets/{v2['id']}/publish"), 409)
+    assert "create a new version" in body["detail"] and body["errors"][0]["change"] == "data_hash"
+    assert c.get(f"/v1/coresets/{v2['id']}").json()["published_at"] is None
+    assert c.post(f"/v1/coresets/{make(c, seed=2)['id']}/publish").status_code == 200  # a fresh version publishes
+
+
+TEXT_ITEMS = [f"t{j:02d}" for j in range(30)]
+
+
+def test_published_text_coreset_predicts_from_its_frozen_state(committed_client: TestClient) -> None:
+    """Text coresets read the item count (finite-population interval) and the references' coreset
+    means (extrapolation): a published version keeps them; an unpublished twin moves."""
+    c = committed_client
+    rng = np.random.default_rng(7)
+    values = (rng.random((8, len(TEXT_ITEMS))) < np.linspace(0.2, 0.8, 8)[:, None]).astype(float)
+    refs = [f"r{i}" for i in range(8)]
+    upload_matrix(c, "texty", values, refs, TEXT_ITEMS)
+    ids = {}
+    for name in ("frozen-text", "live-text"):
+        r = c.post("/v1/coresets", json={"name": name, "method": "random", "benchmarks": ["texty"], "budget": 6,
+                                         "reference_models": refs[:6], "seed": 4})
+        assert r.status_code == 202, r.text
+        assert wait_for_job(c, r.json()["job"]["id"], timeout=300)["status"] == "succeeded"
+        ids[name] = r.json()["coreset"]["id"]
+    assert c.post("/v1/coresets/frozen-text@1/publish").status_code == 200
+    chosen = [i["item"] for i in c.get(f"/v1/coresets/{ids['frozen-text']}").json()["items"]]
+    # a target just above the references' best coreset mean (extrapolation), then the data changes
+    target = [{"benchmark": "texty", "item": it, "score": 1.0} for it in chosen]
+    before = {n: c.post(f"/v1/coresets/{ids[n]}/predict", json={"scores": target}).json() for n in ids}
+    assert before["frozen-text"]["extrapolation"] is True
+    assert before["frozen-text"]["benchmarks"] == before["live-text"]["benchmarks"]
+    upload_score_cells(c, "texty", [{"model": refs[0], "item": it, "score": 1.0} for it in chosen])
+    upload_items(c, "texty", [f"extra{j}" for j in range(30)])  # the population doubles
+    after = {n: c.post(f"/v1/coresets/{ids[n]}/predict", json={"scores": target}).json() for n in ids}
+    assert after["frozen-text"] == before["frozen-text"]  # the same numbers, the same flag
+    assert after["live-text"]["extrapolation"] is False  # r0 now scores 1.0 on the coreset: inside
+    live = after["live-text"]["benchmarks"]["texty"]
+    assert live["interval"] != before["live-text"]["benchmarks"]["texty"]["interval"]  # N = 60 now
+    stale = c.get("/v1/coresets/frozen-text@1").json()
+    assert stale["stale"] is True
+    assert {x["change"] for x in stale["stale_changes"]} == {"data_hash", "items", "n_items", "scores"}
+
+
+def test_published_hidden_state_coreset_predicts_from_its_frozen_state(committed_client: TestClient) -> None:
+    """RepCore reads the sources' correctness on every item (eq. 6's x, the LOO interval): a published
+    version keeps the matrix of its publish; an unpublished twin follows the new scores."""
+    from test_api_repcore import ids as repcore_ids
+    from test_api_repcore import upload_suite
+
+    from app.core.repcore.synthetic import make_synthetic_suite
+
+    c = committed_client
+    suite = make_synthetic_suite(n_items=200, n_sources=5, n_targets=1, widths=[16, 24, 12, 20, 32], seed=0)
+    upload_suite(c, suite)
+    made = {}
+    for name in ("frozen-rep", "live-rep"):
+        r = c.post("/v1/coresets", json={"name": name, "method": "repcore", "benchmarks": ["syn"], "budget": 12,
+                                         "reference_models": "all", "params": {"input": "correctness"}})
+        assert r.status_code == 202, r.text
+        assert wait_for_job(c, r.json()["job"]["id"], timeout=300)["status"] == "succeeded"
+        made[name] = c.get(f"/v1/coresets/{r.json()['coreset']['id']}").json()
+    assert c.post("/v1/coresets/frozen-rep@1/publish").status_code == 200
+    item_ids = repcore_ids()
+    target_row = suite.target_correctness[0]
+    scores = {n: [{"benchmark": "syn", "item": i["item"], "score": float(target_row[item_ids.index(i["item"])])}
+                  for i in made[n]["items"]] for n in made}
+    before = {n: c.post(f"/v1/coresets/{made[n]['id']}/predict", json={"scores": scores[n]}).json() for n in made}
+    # every source now fails every item it passed on the first half of the benchmark
+    flips = [{"model": f"src{m}", "item": it, "score": 0.0} for m in range(5) for it in item_ids[:100]]
+    upload_score_cells(c, "syn", flips)
+    after = {n: c.post(f"/v1/coresets/{made[n]['id']}/predict", json={"scores": scores[n]}).json() for n in made}
+    assert after["frozen-rep"] == before["frozen-rep"]
+    assert after["live-rep"]["overall"] != before["live-rep"]["overall"]
+    stale = c.get("/v1/coresets/frozen-rep@1").json()
+    assert stale["stale"] is True and [x["change"] for x in stale["stale_changes"]] == ["data_hash", "scores"]

@@ -116,6 +116,49 @@ def test_failed_attempts_are_rate_limited_per_address(auth_app: FastAPI, teams: 
     assert_problem(teams.a.get("/v1/benchmarks"), 429)
 
 
+def test_failed_attempts_are_limited_across_processes_through_redis(
+        db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str, redis_db: str) -> None:
+    """Two API processes (two apps, each with its own limiter object) sharing one Redis: failures at
+    either count towards the one per-address limit; without Redis each process counts alone."""
+    def app_with(redis_url: str | None) -> FastAPI:
+        return create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN,
+                                       auth_failures_per_minute=4, redis_url=redis_url),
+                          session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
+
+    first, second = app_with(redis_db), app_with(redis_db)
+    bad1, bad2 = client_with(first, "evp_wrong-1"), client_with(second, "evp_wrong-2")
+    for client in (bad1, bad2, bad1, bad2):
+        assert_problem(client.get("/v1/benchmarks"), 401)
+    for client in (bad1, bad2):  # 4 failures in all: both processes now refuse the address
+        r = client.get("/v1/benchmarks")
+        assert_problem(r, 429)
+        assert 1 <= int(r.headers["retry-after"]) <= 61
+    admin = client_with(second, ADMIN_TOKEN)
+    assert_problem(admin.get("/v1/teams"), 429)  # per address: even a good token waits
+    import redis
+
+    keys = redis.Redis.from_url(redis_db).keys("evalplan:auth-failures:*")
+    assert [k.decode() for k in keys] == ["evalplan:auth-failures:testclient"]
+    # the embedded default (no Redis): each process keeps its own count
+    local1, local2 = app_with(None), app_with(None)
+    l1, l2 = client_with(local1, "evp_wrong"), client_with(local2, "evp_wrong")
+    for _ in range(4):
+        assert_problem(l1.get("/v1/benchmarks"), 401)
+    assert_problem(l1.get("/v1/benchmarks"), 429)
+    assert_problem(l2.get("/v1/benchmarks"), 401)
+
+
+def test_limiter_falls_back_to_the_process_count_when_redis_is_down(
+        db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> None:
+    app = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN,
+                                  auth_failures_per_minute=3, redis_url="redis://127.0.0.1:1/0"),
+                     session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
+    bad = client_with(app, "evp_wrong")
+    for _ in range(3):
+        assert_problem(bad.get("/v1/benchmarks"), 401)
+    assert_problem(bad.get("/v1/benchmarks"), 429)
+
+
 def test_auth_off_needs_no_token(client: TestClient) -> None:
     r = client.post("/v1/benchmarks", json={"name": "embedded"})
     assert r.status_code == 201 and r.json()["team"] == "local" and r.json()["visibility"] == "private"

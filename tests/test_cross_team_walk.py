@@ -83,6 +83,9 @@ def bodies(r: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
         ("PATCH", "/v1/benchmarks/{benchmark}"): {"json": {"visibility": "public"}},
         ("PATCH", "/v1/models/{model}"): {"json": {"visibility": "public"}},
         ("PATCH", "/v1/coresets/{coreset_id}"): {"json": {"visibility": "public"}},
+        ("PATCH", "/v1/sessions/{session_id}"): {"json": {"visibility": "public"}},
+        ("PATCH", "/v1/jobs/{job_id}"): {"json": {"visibility": "public"}},
+        ("PATCH", "/v1/benchmark-selections/{selection_id}"): {"json": {"visibility": "public"}},
         ("POST", "/v1/coresets/{coreset_id}/deprecate"): {"json": {"message": "no"}},
         ("POST", "/v1/coresets/{coreset_id}/predict"): {"json": {"model": r["model_name"]}},
         ("POST", "/v1/sessions/{session_id}/observations"): {"json": {"item": "q0", "score": 1}},
@@ -175,5 +178,72 @@ def test_every_route_hides_another_teams_private_resources(walk_app: FastAPI) ->
         assert teams.a.get(f"/v1/jobs/{r['job_id']}").json()["status"] == "succeeded"
         assert [t["name"] for t in teams.a.get("/v1/teams/alpha/tokens").json()["items"]] == ["alpha-ci",
                                                                                                 "alpha-reader"]
+    finally:
+        teams.close()
+
+
+def fill(method: str, path: str, op: dict[str, Any], r: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The route's URL with alpha's resources in its path, and its required query parameters."""
+    names = re.findall(r"{([^}:]+)(?::[^}]*)?}", path)
+    unknown = [n for n in names if n not in r]
+    assert not unknown, f"{method} {path}: add a value for path parameter(s) {unknown} to this walk"
+    url = path
+    for n in names:
+        url = re.sub(r"{" + n + r"(?::[^}]*)?}", r[n], url)
+    params = {}
+    for p in op.get("parameters", []):
+        if p["in"] == "query" and p.get("required"):
+            assert p["name"] in QUERY, f"{method} {path}: add required query {p['name']!r} to this walk"
+            params[p["name"]] = r[QUERY[p["name"]]]
+    return url, params
+
+
+PUBLIC_PATCHES = ["/v1/benchmarks/{benchmark}", "/v1/benchmarks/alpha-bench-2", "/v1/models/{model}",
+                  "/v1/coresets/{coreset_id}", "/v1/sessions/{session_id}", "/v1/jobs/{job_id}",
+                  "/v1/benchmark-selections/{selection_id}"]
+
+
+def test_every_write_to_another_teams_public_resources_is_403(walk_app: FastAPI) -> None:
+    """Alpha makes every resource public (benchmark, model, coreset, session, job, selection: each with
+    an audited PATCH); beta then reads every one of them and every write route answers 403. A new write
+    route that forgets the owner check fails here, naming it."""
+    teams = make_teams(walk_app)
+    try:
+        r = alpha_resources(teams)
+        for path in PUBLIC_PATCHES:
+            url = re.sub(r"{(\w+)}", lambda m: r[m.group(1)], path)
+            resp = teams.a.patch(url, json={"visibility": "public"})
+            assert resp.status_code == 200 and resp.json()["visibility"] == "public", (url, resp.text)
+        audited = {(e["resource_type"], e["resource_id"]) for e in teams.a.get("/v1/audit").json()["items"]
+                   if e["action"] == "visibility"}
+        assert {"benchmark", "model", "coreset", "session", "job", "benchmark_selection"} <= {t for t, _ in audited}
+        table = bodies(r)
+        walked, problems = 0, []
+        for method, path, op in operations(walk_app):
+            if (method, path) in NOT_SCOPED or path.startswith("/v1/teams/") or "{" not in path:
+                continue  # teams and tokens are not shareable; lists and creates act in beta's own team
+            url, params = fill(method, path, op, r)
+            if "requestBody" in op:
+                assert (method, path) in table, f"{method} {path}: add a request body to this walk"
+            scope = op.get("x-evalplan-scope") or ("read" if method in ("GET", "HEAD") else "write")
+            resp = teams.b.request(method, url, params=params, **table.get((method, path), {}))
+            walked += 1
+            if scope == "read" and resp.status_code in (401, 403, 404):
+                problems.append(f"read {method} {url} -> {resp.status_code} {resp.text[:200]}")
+            if scope != "read" and resp.status_code != 403:
+                problems.append(f"write {method} {url} -> {resp.status_code} {resp.text[:200]}")
+        assert not problems, "\n".join(problems)
+        assert walked >= 30
+        # beta sees them in its lists too, with alpha as the owner
+        assert teams.b.get(f"/v1/sessions/{r['session_id']}").json()["team"] == "alpha"
+        assert teams.b.get(f"/v1/jobs/{r['job_id']}").json()["team"] == "alpha"
+        assert r["session_id"] in teams.b.get("/v1/sessions").text and r["job_id"] in teams.b.get("/v1/jobs").text
+        # nothing of alpha's changed
+        assert teams.a.get(f"/v1/sessions/{r['session_id']}").json()["n_observed"] == 0
+        assert teams.a.get(f"/v1/jobs/{r['job_id']}").json()["status"] == "succeeded"
+        assert teams.a.get(f"/v1/coresets/{r['coreset_id']}").json()["published_at"] is None
+        for path in PUBLIC_PATCHES:
+            url = re.sub(r"{(\w+)}", lambda m: r[m.group(1)], path)
+            assert teams.a.get(url).json()["visibility"] == "public", url
     finally:
         teams.close()

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 from app.backtests import service as backtest_service
 from app.backtests.schemas import BacktestCreate
+from app.kit.audit import record
 from app.kit.deps import DbSession, JobQueue
 from app.kit.schemas import JobAccepted
 
@@ -20,4 +21,6 @@ def create_backtest(body: BacktestCreate, session: DbSession, jobs: JobQueue) ->
     ``sequential_backtest`` job replaying held-out models as session targets for each session method:
     ``{sequential, rows, setups, targets, budgets, stop, columns}``."""
     job = backtest_service.create_backtest(session, body)
+    job.visibility = body.visibility
+    record(session, "create", "backtest", job.id, kind=job.kind, visibility=job.visibility)
     return jobs.accepted(session, job, True)

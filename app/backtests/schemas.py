@@ -7,12 +7,14 @@ from typing import Any
 
 from pydantic import Field
 
-from app.kit.schemas import RequestModel
+from app.kit.schemas import RequestModel, Visibility
 
 
 class BacktestCreate(RequestModel):
 
     benchmarks: str | list[str] = Field(description="One benchmark name/id, or a list (rows are tagged `benchmark`).")
+    visibility: Visibility = Field("private", description="The backtest job's visibility: private (the owning team "
+                                                          "only) or public (readable by every team).")
     sequential: bool = Field(False, description="true: replay held-out models as session targets for each session "
                                                 "method (app.core.sequential_backtest); then methods are session "
                                                 "methods (default all), budgets are item counts (default 25, 50, "

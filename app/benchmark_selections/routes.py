@@ -5,8 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.benchmark_selections import schemas, service
+from app.kit.audit import change_visibility, record
 from app.kit.caller import SCOPE_EXTRA
 from app.kit.deps import DbSession
+from app.kit.schemas import VisibilityPatch
+from app.teams.service import team_name
 
 router = APIRouter(prefix="/v1/benchmark-selections", tags=["benchmark-selections"])
 
@@ -16,7 +19,11 @@ def create_selection(body: schemas.BenchmarkSelectionCreate, session: DbSession,
                      response: Response) -> schemas.BenchmarkSelectionOut:
     """Select `k` benchmarks from a summary matrix (uploaded, or computed from item scores)."""
     selection = service.create_selection(session, body)
-    view = schemas.BenchmarkSelectionOut.model_validate(service.selection_view(selection))
+    record(session, "create", "benchmark_selection", selection.id, benchmarks=selection.benchmark_names,
+           visibility=selection.visibility)
+    session.flush()
+    view = schemas.BenchmarkSelectionOut.model_validate(service.selection_view(selection,
+                                                                               team_name(session, selection.team_id)))
     session.commit()
     response.headers["Location"] = f"/v1/benchmark-selections/{selection.id}"
     return view
@@ -24,8 +31,20 @@ def create_selection(body: schemas.BenchmarkSelectionCreate, session: DbSession,
 
 @router.get("/{selection_id}", response_model=schemas.BenchmarkSelectionOut)
 def read_selection(selection_id: str, session: DbSession) -> schemas.BenchmarkSelectionOut:
-    return schemas.BenchmarkSelectionOut.model_validate(service.selection_view(service.get_selection(session,
-                                                                                                     selection_id)))
+    selection = service.get_selection(session, selection_id)
+    return schemas.BenchmarkSelectionOut.model_validate(service.selection_view(selection,
+                                                                               team_name(session, selection.team_id)))
+
+
+@router.patch("/{selection_id}", response_model=schemas.BenchmarkSelectionOut)
+def patch_selection(selection_id: str, body: VisibilityPatch, session: DbSession) -> schemas.BenchmarkSelectionOut:
+    """Change the visibility (`private` or `public`; the owning team only); audited."""
+    selection = service.get_selection(session, selection_id)
+    change_visibility(session, selection, body.visibility, "benchmark_selection", f"benchmark selection "
+                                                                                  f"{selection_id!r}")
+    session.commit()
+    return schemas.BenchmarkSelectionOut.model_validate(service.selection_view(selection,
+                                                                               team_name(session, selection.team_id)))
 
 
 @router.post("/{selection_id}/predict", response_model=schemas.BenchmarkSelectionPrediction,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime
+from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime, Visibility
 
 
 class MatrixIn(RequestModel):
@@ -32,6 +32,8 @@ class BenchmarkSelectionCreate(RequestModel):
     seed: Seed = 0
     ridge: float = Field(1e-3, gt=0, description="Relative ridge for the log-det methods (see app.core).")
     test_fraction: float = Field(0.0, ge=0, lt=1, description="Share of models held out to report test R^2 (eq. 9).")
+    visibility: Visibility = Field("private", description="private (the owning team only) or public (readable "
+                                                          "by every team); PATCH changes it.")
 
 
 class BenchmarkSelectionPredict(RequestModel):
@@ -71,6 +73,8 @@ class BenchmarkSelectionOut(BaseModel):
     imputation: Imputation
     diagnostics: dict[str, Any]
     created_at: UtcDatetime | None
+    team: str | None = None
+    visibility: str | None = None
 
 
 class ImputedBenchmark(BaseModel):

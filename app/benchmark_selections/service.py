@@ -93,7 +93,7 @@ def create_selection(session: Session, body: BenchmarkSelectionCreate) -> Benchm
         gains=[finite_or_none(g) for g in selector.gains_], mean=selector.mean_.tolist(),
         scale=selector.scale_.tolist(),
         cov=selector.cov_.tolist(), ridge=float(body.ridge), n_models=int(len(train)),
-        test_fraction=float(body.test_fraction), diagnostics=diagnostics,
+        test_fraction=float(body.test_fraction), diagnostics=diagnostics, visibility=body.visibility,
     )
     session.add(selection)
     session.flush()
@@ -111,7 +111,7 @@ def get_selection(session: Session, selection_id: str) -> BenchmarkSelection:
     return selection
 
 
-def selection_view(selection: BenchmarkSelection) -> dict[str, Any]:
+def selection_view(selection: BenchmarkSelection, team: str | None = None) -> dict[str, Any]:
     diagnostics = dict(selection.diagnostics or {})
     return {
         "id": selection.id, "method": selection.method, "k": selection.k, "seed": selection.seed,
@@ -125,7 +125,7 @@ def selection_view(selection: BenchmarkSelection) -> dict[str, Any]:
         "imputation": {"space": "standardized", "mean": selection.mean, "scale": selection.scale,
                        "cov": selection.cov, "ridge": selection.ridge},
         "diagnostics": diagnostics,
-        "created_at": selection.created_at,
+        "created_at": selection.created_at, "team": team, "visibility": selection.visibility,
     }
 
 

@@ -79,6 +79,15 @@ class EvalplanClient:
     def revoke_token(self, team: str, token_id: str) -> None:
         self.request("DELETE", f"/v1/teams/{_q(team)}/tokens/{_q(token_id)}")
 
+    def delete_team(self, team: str) -> None:
+        """The bootstrap admin only: the team and everything it owns (409 while others depend on it)."""
+        self.request("DELETE", f"/v1/teams/{_q(team)}")
+
+    def set_visibility(self, kind: str, resource: str, visibility: str) -> Json:
+        """``PATCH /v1/{kind}/{resource} {"visibility"}``; ``kind``: benchmarks, models, coresets, sessions,
+        jobs or benchmark-selections."""
+        return self.request("PATCH", f"/v1/{kind}/{_q(resource)}", {"visibility": visibility})
+
     # ------------------------------------------------------------------ benchmarks, items, scores
     def create_benchmark(self, name: str, **fields: Any) -> Json:
         """``fields``: capability, description, embedding_fields, score_kind, score_min, score_max, visibility..."""

@@ -14,6 +14,8 @@ publish (frozen), deprecate, delete, diff, provenance and staleness.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
+from threading import Lock
 from typing import Any
 
 from sqlalchemy import delete, func, select, text
@@ -120,9 +122,39 @@ def base_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:
             "team": caller.team if caller is not None else "local"}
 
 
-def benchmark_data_hash(session: Session, benchmark: Benchmark) -> str:
+def _items_digest(session: Session, benchmark: Benchmark) -> tuple[str, int]:
+    """sha256 of a benchmark's items (id, content hash: prompt, target and fields) and their count."""
+    digest, n = hashlib.sha256(), 0
+    for item_id, content_hash in session.execute(
+            select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
+        digest.update(f"i\t{item_id}\t{content_hash or ''}\n".encode())
+        n += 1
+    return digest.hexdigest(), n
+
+
+_HASHES: OrderedDict[tuple[str, int, str], tuple[str, str]] = OrderedDict()
+_HASHES_LOCK = Lock()
+_HASHES_SIZE = 256
+
+
+def benchmark_data_hash(session: Session, benchmark: Benchmark, items_digest: str | None = None) -> str:
     """sha256 of a benchmark's items (id, content hash) and scores (model, item, metric, value), in a fixed order."""
-    digest = hashlib.sha256()
+    return benchmark_hashes(session, benchmark, items_digest)[0]
+
+
+def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str | None = None) -> tuple[str, str]:
+    """(``data_hash``: items and scores, ``scores_hash``: the scores alone) of a benchmark, from one scan.
+
+    Every score write bumps the benchmark's ``data_version`` and an item edit changes the items' digest,
+    so both are cached per (benchmark, data_version, items digest): the full scan of the scores runs
+    once per change, not on every read of a published coreset."""
+    items = items_digest if items_digest is not None else _items_digest(session, benchmark)[0]
+    key = (benchmark.id, int(benchmark.data_version or 0), items)
+    with _HASHES_LOCK:
+        if key in _HASHES:
+            _HASHES.move_to_end(key)
+            return _HASHES[key]
+    digest, scores = hashlib.sha256(), hashlib.sha256()
     for item_id, content_hash in session.execute(
             select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
         digest.update(f"i\t{item_id}\t{content_hash or ''}\n".encode())
@@ -132,43 +164,82 @@ def benchmark_data_hash(session: Session, benchmark: Benchmark) -> str:
         .where(Item.benchmark_id == benchmark.id).order_by(Model.name, Item.item_id, Score.metric)
         .execution_options(yield_per=10_000))
     for model, item_id, metric, value in rows:
-        digest.update(f"s\t{model}\t{item_id}\t{metric}\t{float(value)!r}\n".encode())
-    return digest.hexdigest()
+        line = f"s\t{model}\t{item_id}\t{metric}\t{float(value)!r}\n".encode()
+        digest.update(line)
+        scores.update(line)
+    result = digest.hexdigest(), scores.hexdigest()
+    with _HASHES_LOCK:
+        _HASHES[key] = result
+        while len(_HASHES) > _HASHES_SIZE:
+            _HASHES.popitem(last=False)
+    return result
 
 
 def data_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:
-    """``data_versions`` and ``data_hash`` (per benchmark id) of the data a selection read."""
+    """``data_versions``, ``data_hash`` (items and scores), ``items_hash`` (items alone) and ``n_items``, per
+    benchmark id, of the data a selection read."""
     benchmarks = list(session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids))))
+    items = {b.id: _items_digest(session, b) for b in benchmarks}
+    hashes = {b.id: benchmark_hashes(session, b, items[b.id][0]) for b in benchmarks}
     return {"data_versions": {b.id: int(b.data_version or 0) for b in benchmarks},
-            "data_hash": {b.id: benchmark_data_hash(session, b) for b in benchmarks},
-            "n_items": dict(session.execute(select(Item.benchmark_id, func.count())
-                                            .where(Item.benchmark_id.in_(coreset.benchmark_ids))
-                                            .group_by(Item.benchmark_id)).all())}
+            "data_hash": {b.id: hashes[b.id][0] for b in benchmarks},
+            "items_hash": {b.id: items[b.id][0] for b in benchmarks},
+            "scores_hash": {b.id: hashes[b.id][1] for b in benchmarks},
+            "n_items": {b.id: items[b.id][1] for b in benchmarks}}
 
 
 def staleness(session: Session, coreset: Coreset) -> tuple[bool, list[dict[str, Any]]]:
-    """Whether the source data changed since the selection (data_version or item count differ, or a
-    benchmark is gone), with what changed."""
+    """Whether the source data changed since the selection, with what changed, per benchmark.
+
+    The test is the stored content hash of the items and scores (``provenance.data_hash``) against the
+    benchmark's now: an item's text edited with no score change is a change, and scores re-uploaded
+    with the same values are not. What changed is then named: ``items`` (their digest; ``n_items``
+    when their number moved) and ``scores`` (their digest, with the ``data_version`` then and now;
+    for a coreset made before ``scores_hash`` was recorded, a moved ``data_version``)."""
     provenance = coreset.provenance or {}
+    hashes: dict[str, str] = provenance.get("data_hash") or {}
     versions: dict[str, int] = provenance.get("data_versions") or {}
-    if not versions:
+    if not hashes and not versions:
         return False, []
-    counts = provenance.get("n_items") or {}
-    now = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(list(versions))))}
-    n_now = dict(session.execute(select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(list(versions)))
-                                 .group_by(Item.benchmark_id)).all())
+    item_hashes: dict[str, str] = provenance.get("items_hash") or {}
+    score_hashes: dict[str, str] = provenance.get("scores_hash") or {}
+    counts: dict[str, int] = provenance.get("n_items") or {}
+    ids = list(dict.fromkeys([*versions, *hashes]))
+    readable = set(session.scalars(select(Benchmark.id).where(Benchmark.id.in_(ids))))
     changes: list[dict[str, Any]] = []
-    for benchmark_id, version in versions.items():
-        benchmark = now.get(benchmark_id)
-        if benchmark is None:
-            changes.append({"benchmark": benchmark_id, "change": "no longer readable"})
-            continue
-        if int(benchmark.data_version or 0) != int(version):
-            changes.append({"benchmark": benchmark.name, "change": "data_version",
-                            "was": int(version), "now": int(benchmark.data_version or 0)})
-        if benchmark_id in counts and int(n_now.get(benchmark_id, 0)) != int(counts[benchmark_id]):
-            changes.append({"benchmark": benchmark.name, "change": "n_items",
-                            "was": int(counts[benchmark_id]), "now": int(n_now.get(benchmark_id, 0))})
+    # the comparison reads the source benchmarks whoever looks (another team may read a public coreset
+    # built on its owner's private benchmark): only digests and counts leave this block, and a benchmark
+    # the caller cannot read is named by its id
+    with unscoped(session):
+        now = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(ids)))}
+        for benchmark_id in ids:
+            benchmark = now.get(benchmark_id)
+            if benchmark is None:
+                changes.append({"benchmark": benchmark_id, "change": "deleted"})
+                continue
+            label = benchmark.name if benchmark_id in readable else benchmark_id
+            items_now, n_now = _items_digest(session, benchmark)
+            version_now = int(benchmark.data_version or 0)
+            hash_now, scores_now = benchmark_hashes(session, benchmark, items_now)
+            if benchmark_id in hashes:
+                if hash_now == hashes[benchmark_id]:
+                    continue
+                changes.append({"benchmark": label, "change": "data_hash", "was": hashes[benchmark_id],
+                                "now": hash_now})
+            if benchmark_id in item_hashes and item_hashes[benchmark_id] != items_now:
+                changes.append({"benchmark": label, "change": "items", "was": item_hashes[benchmark_id],
+                                "now": items_now})
+            if benchmark_id in counts and int(counts[benchmark_id]) != n_now:
+                changes.append({"benchmark": label, "change": "n_items", "was": int(counts[benchmark_id]),
+                                "now": n_now})
+            if benchmark_id in score_hashes:
+                if score_hashes[benchmark_id] != scores_now:
+                    changes.append({"benchmark": label, "change": "scores", "was": score_hashes[benchmark_id],
+                                    "now": scores_now, "data_version_was": int(versions.get(benchmark_id, 0)),
+                                    "data_version_now": version_now})
+            elif benchmark_id in versions and int(versions[benchmark_id]) != version_now:
+                changes.append({"benchmark": label, "change": "scores", "data_version_was":
+                                int(versions[benchmark_id]), "data_version_now": version_now})
     return bool(changes), changes
 
 
@@ -180,11 +251,33 @@ def publish(session: Session, coreset: Coreset) -> Coreset:
     if coreset.status != "ready":
         raise Conflict(f"coreset {coreset.id} is {coreset.status}: only a ready coreset can be published",
                        [{"field": "status", "detail": coreset.status}])
+    stale, changes = staleness(session, coreset)
+    if stale:
+        raise Conflict(f"coreset {coreset.id}'s source data changed since its selection: publishing it would "
+                       "freeze a predictor on other data than its provenance records; create a new version",
+                       [{"field": "provenance", **change} for change in changes])
+    from app.coresets.registry import family_of  # noqa: PLC0415 - the families import this module
+
+    # what predict reads besides the items (reference scores, item counts): frozen with the version,
+    # next to the fitted predictor and calibration the selection stored (app.coresets.predict)
+    frozen = family_of(coreset.method).freeze(session, coreset)
+    state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset.id))
+    coreset.fitted_state = {**(state or {}), "frozen": frozen}
     caller = caller_of(session)
     coreset.published_at, coreset.published_by = utcnow(), caller.actor if caller else "local"
     record(session, "publish", "coreset", coreset.id, name=coreset.name, version=coreset.version)
     session.flush()
     return coreset
+
+
+def frozen_state(session: Session, coreset: Coreset) -> dict[str, Any] | None:
+    """The state a published version froze at publish (``fitted_state["frozen"]``); None for an
+    unpublished one (its predict reads the data now) and for one published before snapshots existed."""
+    if coreset.published_at is None:
+        return None
+    state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset.id))
+    frozen = (state or {}).get("frozen")
+    return frozen if isinstance(frozen, dict) else None
 
 
 def deprecate(session: Session, coreset: Coreset, message: str) -> Coreset:

@@ -12,34 +12,49 @@ from app.db.models import Job
 from app.jobs import service as job_service
 from app.jobs.plots import job_chart
 from app.jobs.schemas import JobList, JobOut
+from app.kit.audit import change_visibility
 from app.kit.deps import DbSession, Pagination
+from app.kit.schemas import VisibilityPatch
+from app.teams.service import team_name, team_names
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-def job_out(job: Job) -> JobOut:
+def job_out(job: Job, team: str | None = None) -> JobOut:
     return JobOut(id=job.id, kind=job.kind, queue=job.queue, status=job.status, progress=job.progress,
                   result=job.result, error=job.error, attempts=job.attempts, created_at=job.created_at,
-                  started_at=job.started_at, finished_at=job.finished_at)
+                  started_at=job.started_at, finished_at=job.finished_at, team=team, visibility=job.visibility)
 
 
 @router.get("", response_model=JobList)
 def list_jobs(session: DbSession, page: Pagination, kind: Annotated[str | None, Query()] = None,
               status: Annotated[str | None, Query()] = None) -> JobList:
     result = job_service.list_jobs(session, limit=page.limit, cursor=page.cursor, kind=kind, status=status)
-    return JobList(items=[job_out(j) for j in result.items], next_cursor=result.next_cursor)
+    names = team_names(session, {j.team_id for j in result.items})
+    return JobList(items=[job_out(j, names[j.team_id]) for j in result.items], next_cursor=result.next_cursor)
 
 
 @router.get("/{job_id}", response_model=JobOut)
 def get_job(job_id: str, session: DbSession) -> JobOut:
-    return job_out(job_service.get_job(session, job_id))
+    job = job_service.get_job(session, job_id)
+    return job_out(job, team_name(session, job.team_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(job_id: str, session: DbSession) -> JobOut:
     job = job_service.cancel_job(session, job_id)
     session.commit()
-    return job_out(job)
+    return job_out(job, team_name(session, job.team_id))
+
+
+@router.patch("/{job_id}", response_model=JobOut)
+def patch_job(job_id: str, body: VisibilityPatch, session: DbSession) -> JobOut:
+    """Change the visibility (`private` or `public`; the owning team only); audited. A public job (a
+    backtest's table, say) is readable by every team; cancelling it stays the owner's (403)."""
+    job = job_service.get_job(session, job_id)
+    change_visibility(session, job, body.visibility, "job", f"job {job_id!r}")
+    session.commit()
+    return job_out(job, team_name(session, job.team_id))
 
 
 @router.get("/{job_id}/plot.{fmt}", response_class=Response,

@@ -21,6 +21,8 @@ class JobOut(BaseModel):
     created_at: UtcDatetime
     started_at: UtcDatetime | None
     finished_at: UtcDatetime | None
+    team: str | None = None
+    visibility: str | None = None
 
 
 class JobList(BaseModel):

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.db.models import AuditEntry
-from app.kit.scoping import caller_of, team_of
+from app.db.models import AuditEntry, TeamOwned
+from app.kit.scoping import caller_of, require_own, team_of
 
 
 def record(session: Session, action: str, resource_type: str, resource_id: str, team_id: str | None = None,
@@ -23,3 +23,13 @@ def record(session: Session, action: str, resource_type: str, resource_id: str, 
                        resource_id=resource_id, detail=detail)
     session.add(entry)
     return entry
+
+
+def change_visibility(session: Session, row: TeamOwned, visibility: str, resource_type: str, label: str) -> None:
+    """``PATCH {"visibility"}`` of a team-owned resource: 403 unless the caller's team owns it; audited
+    when it changes."""
+    require_own(session, row, label)
+    if row.visibility != visibility:
+        record(session, "visibility", resource_type, str(getattr(row, "id", "")), was=row.visibility, now=visibility)
+        row.visibility = visibility
+    session.flush()

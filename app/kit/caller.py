@@ -5,7 +5,8 @@
 * ``EVALPLAN_AUTH=required``: ``Authorization: Bearer <token>`` (or the ``evalplan_token`` cookie
   that ``/ui/login`` sets for the pages). A missing, unknown, revoked or expired token is 401 with
   ``WWW-Authenticate: Bearer``; a missing scope is 403; more than ``auth_failures_per_minute`` failed
-  attempts from one client address in a minute is 429. ``EVALPLAN_ADMIN_TOKEN`` is an admin of
+  attempts from one client address in a minute is 429 (counted in Redis across all API processes when
+  ``redis_url`` is set, else per process). ``EVALPLAN_ADMIN_TOKEN`` is an admin of
   every team (it acts as team ``local`` for data). Tokens are stored as sha256 only
   (``app.teams.tokens``); the bootstrap token is compared in constant time.
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -39,6 +42,8 @@ LOCAL_TEAM_ID = "local"
 SCOPES = ("read", "write", "admin")
 TOKEN_COOKIE = "evalplan_token"
 SCOPE_EXTRA = "x-evalplan-scope"
+_LIMITER_LOCK = threading.Lock()
+logger = logging.getLogger(__name__)
 _IMPLIES = {"admin": {"admin", "write", "read"}, "write": {"write", "read"}, "read": {"read"}}
 
 
@@ -79,7 +84,8 @@ def hash_token(token: str) -> str:
 
 
 class FailureLimiter:
-    """Failed authentication attempts per client address over a sliding minute (one process's view)."""
+    """Failed authentication attempts per client address over a sliding minute (one process's view:
+    the fallback when no Redis is configured, and when Redis does not answer)."""
 
     def __init__(self, per_minute: int) -> None:
         self.per_minute = per_minute
@@ -97,16 +103,70 @@ class FailureLimiter:
             now = time.monotonic()
             attempts = self._recent(address, now)
             if len(attempts) >= self.per_minute:
-                retry = max(1, int(60.0 - (now - attempts[0])) + 1)
-                raise TooManyRequests(f"too many failed authentication attempts from {address}; retry later",
-                                      [{"header": "Authorization", "detail": f"retry after {retry} s"}],
-                                      headers={"Retry-After": str(retry)})
+                raise _too_many(address, 60.0 - (now - attempts[0]))
 
     def fail(self, address: str) -> None:
         with self._lock:
             self._recent(address, time.monotonic()).append(time.monotonic())
             if len(self._seen) > 10_000:  # bound the memory an address sweep can take
                 self._seen = {a: d for a, d in self._seen.items() if d}
+
+
+def _too_many(address: str, wait_s: float) -> TooManyRequests:
+    retry = max(1, int(wait_s) + 1)
+    return TooManyRequests(f"too many failed authentication attempts from {address}; retry later",
+                           [{"header": "Authorization", "detail": f"retry after {retry} s"}],
+                           headers={"Retry-After": str(retry)})
+
+
+class RedisFailureLimiter:
+    """The same sliding minute shared by every API process through Redis (``EVALPLAN_REDIS_URL``).
+
+    One sorted set per address, ``evalplan:auth-failures:<address>``, holds a member per failed attempt
+    scored by its wall-clock time; ``check`` drops members older than 60 s and counts the rest, ``fail``
+    adds one and lets the key expire after a minute of quiet. Should Redis not answer, the process's own
+    :class:`FailureLimiter` takes over for that call (logged), so an outage degrades to the per-process
+    limit instead of to no limit or to refusing every request."""
+
+    PREFIX = "evalplan:auth-failures:"
+
+    def __init__(self, per_minute: int, url: str) -> None:
+        import redis  # noqa: PLC0415 - only servers configured with Redis need it
+
+        self.per_minute = per_minute
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
+        self.fallback = FailureLimiter(per_minute)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+
+    def _key(self, address: str) -> str:
+        return self.PREFIX + address
+
+    def check(self, address: str) -> None:
+        now = time.time()
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zremrangebyscore(self._key(address), "-inf", now - 60.0)
+            pipe.zcard(self._key(address))
+            pipe.zrange(self._key(address), 0, 0, withscores=True)
+            _, count, oldest = pipe.execute()
+        except self._errors as exc:
+            logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
+            self.fallback.check(address)
+            return
+        if int(count) >= self.per_minute:
+            first = float(oldest[0][1]) if oldest else now
+            raise _too_many(address, 60.0 - (now - first))
+
+    def fail(self, address: str) -> None:
+        now = time.time()
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zadd(self._key(address), {f"{now!r}:{secrets.token_hex(4)}": now})
+            pipe.expire(self._key(address), 61)
+            pipe.execute()
+        except self._errors as exc:
+            logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
+            self.fallback.fail(address)
 
 
 def _challenge(detail: str, error: str = "invalid_token") -> Unauthorized:
@@ -132,11 +192,18 @@ def required_scope(request: Request) -> str:
     return "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
 
 
-def _limiter(request: Request) -> FailureLimiter:
+def _limiter(request: Request) -> FailureLimiter | RedisFailureLimiter:
+    """The app's limiter: shared through Redis when ``redis_url`` is set, else this process's own."""
     state = request.app.state
     limiter = getattr(state, "auth_limiter", None)
     if limiter is None:
-        limiter = state.auth_limiter = FailureLimiter(state.settings.auth_failures_per_minute)
+        with _LIMITER_LOCK:
+            limiter = getattr(state, "auth_limiter", None)
+            if limiter is None:
+                settings = state.settings
+                limiter = (RedisFailureLimiter(settings.auth_failures_per_minute, settings.redis_url)
+                           if settings.redis_url else FailureLimiter(settings.auth_failures_per_minute))
+                state.auth_limiter = limiter
     return limiter
 
 

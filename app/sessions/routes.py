@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from app.charts.http import chart_response
+from app.kit.audit import change_visibility, record
 from app.kit.deps import DbSession, Pagination
+from app.kit.schemas import VisibilityPatch
 from app.sessions import plots as session_plots
 from app.sessions import service as session_service
 from app.sessions import views
@@ -29,7 +31,12 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 def create_session(body: SessionCreate, session: DbSession, response: Response) -> SessionOut:
     """Start a session: the response's `next_items` are the items to run first. With `targets` (two or
     more models) instead of `target`, a multi-target session: `next` gives the (target, item) pairs."""
-    row = session_service.create_session(session, SessionRequest(**body.model_dump()))
+    fields = body.model_dump()
+    visibility = fields.pop("visibility")
+    row = session_service.create_session(session, SessionRequest(**fields))
+    row.visibility = visibility
+    record(session, "create", "session", row.id, benchmark_id=row.benchmark_id, target=row.target,
+           visibility=visibility)
     session.commit()
     response.headers["Location"] = f"/v1/sessions/{row.id}"
     return SessionOut.model_validate(views.session_view(session, row))
@@ -64,6 +71,16 @@ def delete_session(session_id: str, session: DbSession) -> Response:
     """Delete the session and its observations (the owning team only; audited)."""
     session_service.delete_session(session, session_id)
     return Response(status_code=204)
+
+
+@router.patch("/{session_id}", response_model=SessionOut, response_model_exclude_unset=True)
+def patch_session(session_id: str, body: VisibilityPatch, session: DbSession) -> SessionOut:
+    """Change the visibility (`private` or `public`; the owning team only); audited. Another team may
+    read a public session, never observe into or delete it (403)."""
+    row = session_service.get_eval_session(session, session_id)
+    change_visibility(session, row, body.visibility, "session", f"session {session_id!r}")
+    session.commit()
+    return SessionOut.model_validate(views.session_view(session, row))
 
 
 @router.get("/{session_id}/trajectory", response_model=list[TrajectoryPoint], response_model_exclude_unset=True)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from app.core.sequential import METHODS
-from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime
+from app.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime, Visibility
 
 
 class StopIn(RequestModel):
@@ -63,6 +63,8 @@ class SessionCreate(RequestModel):
     batch_size: int | None = Field(None, le=MAX_COUNT, description="Items proposed per step (default 1).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
     seed: Seed | None = Field(None, description="Random seed (default 0).")
+    visibility: Visibility = Field("private", description="private (the owning team only) or public (readable "
+                                                          "by every team); PATCH changes it.")
 
 
 class ObservationBody(RequestModel):
@@ -136,6 +138,8 @@ class SessionOut(BaseModel):
     reference_models: list[str]
     created_at: UtcDatetime | None
     updated_at: UtcDatetime | None
+    team: str | None = None
+    visibility: str | None = None
     targets: list[str] | None = None
     n_latent: int | None = None
     next: list[Proposal] | None = None

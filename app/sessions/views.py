@@ -17,6 +17,7 @@ from app.kit.pagination import Page, keyset_page
 from app.kit.validation import finite_or_none
 from app.sessions.priors import load_prior
 from app.sessions.state import estimator_of
+from app.teams.service import team_name
 
 STATUSES = ("active", "stopped")
 
@@ -40,6 +41,7 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
         "method": row.method, "config": row.config, "hyperparameters": row.hyperparameters,
         "reference_models": row.reference_models,
         "created_at": row.created_at, "updated_at": row.updated_at,
+        "team": team_name(session, row.team_id), "visibility": row.visibility,
     }
     if row.targets:
         state = row.target_state or {}

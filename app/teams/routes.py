@@ -12,6 +12,7 @@ from app.db.models import ApiToken, Team
 from app.kit.caller import SCOPE_EXTRA, CurrentCaller
 from app.kit.deps import DbSession, Pagination
 from app.kit.errors import Forbidden
+from app.teams import deletion as team_deletion
 from app.teams import service as team_service
 from app.teams.schemas import (
     AuditList,
@@ -43,6 +44,20 @@ def create_team(body: TeamCreate, session: DbSession, caller: CurrentCaller) -> 
     team = team_service.create_team(session, body.name)
     session.commit()
     return TeamOut(id=team.id, name=team.name, created_at=team.created_at)
+
+
+@router.delete("/teams/{team}", status_code=204, response_class=Response, openapi_extra=ADMIN)
+def delete_team(team: str, session: DbSession, caller: CurrentCaller) -> Response:
+    """Delete a team with everything it owns, all or nothing (the bootstrap admin only; audited). 409,
+    naming the blockers, while it owns a published coreset, another team builds on its data, or one of
+    its jobs is queued or running; the built-in team `local` is never deleted."""
+    row = team_service.get_team(session, team, caller)
+    if not caller.superuser:
+        raise Forbidden("only the bootstrap admin token (EVALPLAN_ADMIN_TOKEN) deletes teams",
+                        [{"header": "Authorization", "detail": "a team token cannot delete teams"}])
+    team_deletion.delete_team(session, row)
+    session.commit()
+    return Response(status_code=204)
 
 
 @router.get("/teams", response_model=TeamList, openapi_extra=ADMIN)

@@ -4,7 +4,8 @@ A family owns a set of method names and answers, for them, the three questions o
 life: is this request valid (:meth:`CoresetFamily.check_params`, :meth:`CoresetFamily.validate`,
 synchronous, 422 before anything is stored), how is the coreset selected (:meth:`CoresetFamily.select`,
 inside a job of ``job_kind`` on ``queue``), and what does a target's coreset scores predict
-(:meth:`CoresetFamily.predict`). ``app.coresets.families`` maps method names to families.
+(:meth:`CoresetFamily.predict`; from the state :meth:`CoresetFamily.freeze` stored at publish for a
+published version). ``app.coresets.families`` maps method names to families.
 """
 
 from __future__ import annotations
@@ -77,5 +78,12 @@ class CoresetFamily(Protocol):
         ...
 
     def predict(self, session: Session, coreset: Coreset, scores: TargetScores, level: float) -> dict[str, Any]:
-        """Full-benchmark estimates (``benchmarks``, ``capabilities``, ``overall``, ``extrapolation``)."""
+        """Full-benchmark estimates (``benchmarks``, ``capabilities``, ``overall``, ``extrapolation``).
+        A published coreset predicts from its frozen state alone (:meth:`freeze`)."""
+        ...
+
+    def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
+        """At publish: everything :meth:`predict` reads besides the coreset's items and the immutable
+        benchmark settings (the references' scores, item counts), so a published version's predictions
+        never move when the source data changes (stored in ``fitted_state["frozen"]``)."""
         ...

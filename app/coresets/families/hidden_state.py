@@ -28,6 +28,7 @@ from app.core.repcore.anchors import SphericalKMeansAnchors, consensus_embedding
 from app.core.repcore.extrapolation import RepCoreExtrapolator
 from app.core.selection.base import ParamSpec
 from app.coresets.budget import plan_budget
+from app.coresets.curation import frozen_state
 from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, Coreset, HiddenState, Item, Model, Score, TrainedModel
@@ -92,6 +93,13 @@ class HiddenStateFamily:
 
     def predict(self, session: Session, coreset: Coreset, scores: TargetScores, level: float) -> dict[str, Any]:
         return predict_repcore(session, coreset, scores.values, scores.model, level)
+
+    def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
+        """The sources' correctness on the items they all have scores for (eq. 6's x and the LOO interval)."""
+        benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
+        item_pks, correctness = source_correctness(session, coreset, benchmark)
+        return {"sources": list((coreset.diagnostics or {}).get("source_models") or []),
+                "item_pks": [int(pk) for pk in item_pks.tolist()], "correctness": correctness.tolist()}
 
 
 HIDDEN_STATE = HiddenStateFamily()
@@ -324,12 +332,10 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
 # --------------------------------------------------------------------------- predict
 
 
-def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
-                    level: float) -> dict[str, Any]:
-    """Eq. 6-8: ridge over x_i = mean source correctness from the target's anchor scores, LOO interval."""
-    benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
-    diagnostics = coreset.diagnostics or {}
-    names = list(diagnostics.get("source_models") or [])
+def source_correctness(session: Session, coreset: Coreset, benchmark: Benchmark) -> tuple[np.ndarray, np.ndarray]:
+    """(item pks, sources x items correctness) over the items every source model has a score for, now;
+    422 when fewer than two of the coreset's source models still exist."""
+    names = list((coreset.diagnostics or {}).get("source_models") or [])
     models = list(session.scalars(select(Model).where(Model.name.in_(names))))
     by_name = {m.name: m for m in models}
     sources = [by_name[n] for n in names if n in by_name]
@@ -339,7 +345,19 @@ def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float]
     item_pks = benchmark_item_pks(session, benchmark)
     correctness = correctness_matrix(session, benchmark, [m.id for m in sources], item_pks)
     complete = ~np.isnan(correctness).any(axis=0)  # items every source has a score for
-    item_pks, correctness = item_pks[complete], correctness[:, complete]
+    return item_pks[complete], correctness[:, complete]
+
+
+def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
+                    level: float) -> dict[str, Any]:
+    """Eq. 6-8: ridge over x_i = mean source correctness from the target's anchor scores, LOO interval."""
+    benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
+    frozen = frozen_state(session, coreset)
+    if frozen is not None:  # a published version: the sources' scores as they were at publish
+        item_pks = np.asarray(frozen["item_pks"], dtype=np.int64)
+        correctness = np.asarray(frozen["correctness"], dtype=float).reshape(len(frozen["sources"]), len(item_pks))
+    else:
+        item_pks, correctness = source_correctness(session, coreset, benchmark)
     position = {int(pk): j for j, pk in enumerate(item_pks.tolist())}
     observed = sorted((position[pk], v) for pk, v in values.items() if pk in position)
     if len(observed) < 2:

@@ -107,6 +107,11 @@ class ScoreBasedFamily:
                      level: float) -> list[dict[str, Any]]:
         return score_predictions.predict_many(session, coreset, [(s.values, s.model) for s in scores], level)
 
+    def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
+        """Nothing more: predict reads only ``fitted_state["fits"]`` (the references' coreset and full
+        scores, weights, IRT parameters, calibration errors), stored by the selection job."""
+        return {"fits": "fitted_state.fits, stored at selection"}
+
 
 SCORE_BASED = ScoreBasedFamily()
 

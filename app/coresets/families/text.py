@@ -25,6 +25,7 @@ from app.core.selection import TEXT_METHODS
 from app.core.selection.facility_location import sparsity_t
 from app.core.selection.tuning import DEFAULT_GRID, tune_alpha
 from app.coresets.budget import plan_budget
+from app.coresets.curation import frozen_state
 from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model, Score
@@ -83,9 +84,11 @@ class TextFamily:
         by_benchmark: dict[str, list[float]] = {}
         for pk, value in scores.values.items():
             by_benchmark.setdefault(scores.benchmark_of[pk], []).append(value)
-        sizes = dict(session.execute(
-            select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(list(benchmarks)))
-            .group_by(Item.benchmark_id)).all())
+        frozen = frozen_state(session, coreset)
+        if frozen is not None:
+            sizes, means = frozen["n_items"], frozen["reference_means"]
+        else:
+            sizes, means = benchmark_sizes(session, list(benchmarks)), reference_means(session, coreset)
         order = list(coreset.benchmark_ids)
         index = {b: i for i, b in enumerate(order)}
         pairs = [(index[b], v) for b, vs in by_benchmark.items() for v in vs]
@@ -99,9 +102,15 @@ class TextFamily:
             benchmark_names=[benchmarks[b].name for b in order],
         )
         result.pop("level", None)
-        extrapolation = outside_references(session, coreset, by_benchmark, scores.benchmark_of)
+        extrapolation = outside_references(by_benchmark, means)
         return {"coreset": coreset.id, "model": scores.model, "level": level, **json_safe(result),
                 "extrapolation": extrapolation}
+
+    def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
+        """Each benchmark's item count (the finite-population size) and the references' coreset means
+        (the extrapolation test)."""
+        return {"n_items": benchmark_sizes(session, list(coreset.benchmark_ids)),
+                "reference_means": reference_means(session, coreset)}
 
 
 TEXT = TextFamily()
@@ -234,28 +243,43 @@ def score_range(benchmark: Benchmark) -> tuple[float | None, float | None]:
     return benchmark.score_min, benchmark.score_max
 
 
-def outside_references(session: Session, coreset: Coreset, by_benchmark: dict[str, list[float]],
-                       item_benchmark: dict[int, str]) -> bool:
-    """True when, on some benchmark, the target's coreset mean lies outside the reference models'
-    coreset means (``app.core.intervals.extrapolation_flag``, the rule of docs/DECISIONS.md)."""
+def benchmark_sizes(session: Session, benchmark_ids: list[str]) -> dict[str, int]:
+    """Items per benchmark now."""
+    found = dict(session.execute(select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids))
+                                 .group_by(Item.benchmark_id)).all())
+    return {b: int(found.get(b, 0)) for b in benchmark_ids}
+
+
+def reference_means(session: Session, coreset: Coreset) -> dict[str, list[float]]:
+    """Per benchmark id, each reference model's mean score (default metric) on the coreset's items
+    there, from the stored scores now (empty without reference models)."""
     if not coreset.reference_models:
-        return False
+        return {}
     stmt = select(Model.id)
     if coreset.reference_models != "all":
         stmt = stmt.where(Model.name.in_(list(coreset.reference_models)))
     model_ids = list(session.scalars(stmt))
     rows = session.execute(
-        select(Score.model_id, Score.item_pk, Score.value)
+        select(Score.model_id, CoresetItem.benchmark_id, Score.value)
         .join(CoresetItem, (CoresetItem.item_pk == Score.item_pk) & (CoresetItem.coreset_id == coreset.id))
         .join(Benchmark, Benchmark.id == CoresetItem.benchmark_id)
         .where(Score.model_id.in_(model_ids), Score.metric == Benchmark.default_metric)
     ).all()
     sums: dict[tuple[str, str], list[float]] = {}
-    for model_id, pk, value in rows:
-        sums.setdefault((model_id, item_benchmark[int(pk)]), []).append(float(value))
+    for model_id, benchmark_id, value in rows:
+        sums.setdefault((model_id, benchmark_id), []).append(float(value))
+    means: dict[str, list[float]] = {}
+    for (_model, benchmark_id), values in sorted(sums.items()):
+        means.setdefault(benchmark_id, []).append(float(np.mean(values)))
+    return means
+
+
+def outside_references(by_benchmark: dict[str, list[float]], means: dict[str, list[float]]) -> bool:
+    """True when, on some benchmark, the target's coreset mean lies outside the reference models'
+    coreset means (``app.core.intervals.extrapolation_flag``, the rule of docs/DECISIONS.md)."""
     for benchmark_id, target_values in by_benchmark.items():
-        means = [np.mean(v) for (m, b), v in sums.items() if b == benchmark_id]
-        if means and extrapolation_flag(float(np.mean(target_values)), np.asarray(means),
-                                        tolerance=EXTRAPOLATION_TOLERANCE):
+        ref = means.get(benchmark_id) or []
+        if ref and extrapolation_flag(float(np.mean(target_values)), np.asarray(ref),
+                                      tolerance=EXTRAPOLATION_TOLERANCE):
             return True
     return False
