@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
+from app.core.auto import auto_select
 from app.core.intervals import (
     coreset_cross_fitted_errors,
     extrapolation_flags,
@@ -75,10 +76,10 @@ __all__ = [
 ]
 
 SPLITS = ("random", "stratified", "extrapolation")
-BACKTEST_METHODS = ("random", "irt", *SCORE_METHODS)
+BACKTEST_METHODS = ("random", "irt", *SCORE_METHODS, "auto")
 BACKTEST_PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "gp_irt", "p_irt",
-                       "guard")
-DEFAULT_PREDICTOR = {"random": "mean", "anchor_points": "weighted_mean", "irt": "gp_irt"}
+                       "guard", "auto")
+DEFAULT_PREDICTOR = {"random": "mean", "anchor_points": "weighted_mean", "irt": "gp_irt", "auto": "auto"}
 _NO_INTERVAL = ("gp_irt", "p_irt")
 
 _LABELS = {
@@ -86,7 +87,7 @@ _LABELS = {
     ("anchor_points", "weighted_mean"): "AnchorPoints", ("anchor_points", "kernel_ridge"): "AnchorPoints++",
     ("anchor_points", "ridge"): "AnchorPoints+", ("irt", "gp_irt"): "gp-IRT", ("irt", "p_irt"): "p-IRT",
     ("mrmr", "ridge"): "mRMR+", ("mrmr", "kernel_ridge"): "mRMR++", ("random_search", "ridge"): "Search+",
-    ("random_search", "kernel_ridge"): "Search++", ("random", "aipw"): "AIPW",
+    ("random_search", "kernel_ridge"): "Search++", ("random", "aipw"): "AIPW", ("auto", "auto"): "auto",
 }
 _SHORT = {"anchor_points": "AnchorPoints", "random_search": "Search", "mrmr": "mRMR", "random": "Random",
           "irt": "IRT", "lasso": "Lasso", "hardness": "Hardness", "pbsc": "PBSC"}
@@ -201,6 +202,9 @@ def _select(method: str, Y_ref: np.ndarray, k: int, seed: int, params: Mapping[s
     if method == "irt":
         sel = IRTSelection(k=k, seed=seed, **params).fit(Y_ref)
         return sel.ranking_, sel.weights_, sel
+    if method == "auto":  # app.core.auto: the nested-CV choice; its AutoResult is the "selector"
+        res = auto_select(Y_ref, k, seed=seed, **params)
+        return res.selection.idx, res.selection.weights, res
     if method not in SCORE_METHODS:
         raise ValueError(f"unknown method {method!r}; choose among {BACKTEST_METHODS}")
     sel = SCORE_METHODS[method](k=k, seed=seed, **params).fit(Y_ref)
@@ -230,6 +234,8 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
     two predictors, ``intervals=True``); the others are calibrated by
     :func:`_selection_aware_errors`. The IRT predictors return the 2PL item curves they computed
     anyway, for :func:`_item_predictions`."""
+    if name == "auto":  # the predictor auto chose and fitted on the references
+        return np.asarray(selector.model.predict(Xt), dtype=float), math.nan, None
     if name in ("gp_irt", "p_irt"):
         pred = irt_predictor_for(Y_full_ref, sel_idx, weights=weights, selector=selector, seed=seed)
         est = pred.predict(Xt)
@@ -341,6 +347,8 @@ def run_backtest(
         for name in plist:
             if name not in BACKTEST_PREDICTORS:
                 raise ValueError(f"unknown predictor {name!r} for {m!r}; choose among {BACKTEST_PREDICTORS}")
+            if (name == "auto") != (m == "auto"):
+                raise ValueError("the auto predictor goes with the auto method only (it chooses its own predictor)")
         if any(n in ("gp_irt", "p_irt") for n in plist) or m == "irt":
             if np.any((Y < 0) | (Y > 1)):
                 raise ValueError("irt / gp_irt / p_irt need scores in [0, 1]")
@@ -376,6 +384,10 @@ def run_backtest(
                     if with_ci and name == "guard":
                         _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
                                              selector, flagged, level, seed, True)
+                    elif with_ci and name == "auto":  # auto's outer-fold errors (the choice refitted per fold)
+                        lower, upper = interval_from_errors(pred, selector.outer_errors, level)
+                        cov = _coverage(lower, upper, s_test)
+                        width = float(np.mean(upper - lower))
                     elif with_ci and name not in _NO_INTERVAL:
                         errors = _selection_aware_errors(m, name, Y_ref, s_ref, k, seed, method_params.get(m, {}),
                                                          cache)

@@ -31,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
+from app.core.auto import INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, auto_select, parse_selectors
 from app.core.intervals import coreset_cross_fitted_errors
 from app.core.irt import IRTSelection, irt_predictor_for
 from app.core.selection.base import ParamSpec
@@ -53,7 +54,18 @@ IRT_PARAMS: dict[str, ParamSpec] = {
     "epochs": ParamSpec(int, "SVI epochs of the IRT fit (py-irt default 2000)", minimum=1, maximum=100000),
     "lr": ParamSpec(float, "Adam learning rate of the IRT fit (py-irt default 0.1)", minimum=0, exclusive_minimum=True),
 }
-METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PARAMS}
+AUTO_PARAMS: dict[str, ParamSpec] = {
+    "max_seconds": ParamSpec(float, f"wall-time cap of the whole choice, all benchmarks together (default "
+                             f"{MAX_SECONDS:g}); selectors that would not fit are skipped", minimum=0,
+                             exclusive_minimum=True, maximum=3600),
+    "outer_folds": ParamSpec(int, f"folds of the references for the honest (outer) error (default {OUTER_FOLDS})",
+                             minimum=2, maximum=10),
+    "inner_folds": ParamSpec(int, f"folds of each training set for the choice (default {INNER_FOLDS})",
+                             minimum=2, maximum=10),
+    "selectors": ParamSpec(list, "selectors to choose among (default all: random, mrmr, lasso, anchor_points, "
+                           "random_search, irt)"),
+}
+METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PARAMS, "auto": AUTO_PARAMS}
 DEFAULT_LEVEL = 0.9
 MIN_REFERENCES = 3  # LOO intervals need a few references; random_search (Search+) needs >= 3 for CV
 CALIBRATION_FOLDS = 10  # folds of the references for the cross-fitted interval errors
@@ -81,6 +93,8 @@ class ScoreBasedFamily:
             checked_irt = check_params(IRT_PARAMS, irt_options, method="irt", field=f"{field}.irt")
         if method == "irt":
             return checked  # the spec's rules are all of IRTSelection's parameter checks
+        if method == "auto":
+            return _check_auto_params(checked, field)
         try:
             selector = SCORE_METHODS[method](k=1, seed=seed, **checked)
             if hasattr(selector, "validate_params"):
@@ -148,6 +162,9 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
     if predictor is not None and predictor not in PREDICTORS:
         raise InvalidInput(f"unknown predictor {predictor!r}; valid predictors: {', '.join(PREDICTORS)}",
                            [{"field": "predictor", "detail": f"one of {list(PREDICTORS)}"}])
+    if method == "auto" and predictor is not None:
+        raise InvalidInput("method 'auto' chooses the predictor itself (by nested cross-validation); omit predictor",
+                           [{"field": "predictor", "detail": "not allowed with method auto"}])
     if request.reference_models is None:
         raise InvalidInput(
             f"score-based method {method!r} needs reference_models (a list of model names or \"all\"), "
@@ -161,6 +178,13 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
     errors.raise_if_any("benchmarks cannot be used")
     counts = plan_counts(request.budget, sizes, [b.name for b in benchmarks])
     names = _reference_names(session, benchmarks, request.reference_models)
+    if method == "auto":
+        need = auto_min_references(dict(request.params or {}))
+        if len(names) < need:
+            raise InvalidInput(
+                f"method 'auto' needs at least {need} reference models with scores on every benchmark (two per "
+                f"outer fold); {len(names)} qualify",
+                [{"field": "reference_models", "detail": f"at least {need} reference models", "found": len(names)}])
     if len(names) < MIN_REFERENCES:
         raise InvalidInput(
             f"score-based method {method!r} needs at least {MIN_REFERENCES} reference models with scores on "
@@ -185,6 +209,27 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
                "predictor_explicit": predictor is not None, "references": names}
     stored = request.reference_models if request.reference_models == "all" else names
     return SelectionPlan(payload=payload, reference_models=stored, predictor=predictor or DEFAULT_PREDICTOR)
+
+
+def _check_auto_params(checked: dict[str, Any], field: str) -> dict[str, Any]:
+    """``selectors``: distinct names of :data:`app.core.auto.DEFAULT_SELECTORS`; 422 otherwise."""
+    names = checked.get("selectors")
+    if names is not None:
+        if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise InvalidInput(f"{field}.selectors must be a non-empty list of distinct selector names",
+                               [{"field": f"{field}.selectors", "detail": "distinct names"}])
+        try:
+            parse_selectors(names)
+        except ValueError as exc:
+            raise InvalidInput(f"{field}.selectors: {exc}", [{"field": f"{field}.selectors",
+                                                              "detail": str(exc)}]) from None
+    return checked
+
+
+def auto_min_references(params: dict[str, Any]) -> int:
+    """References ``auto`` needs: two per outer fold, at least 6 (``app.core.auto.auto_select``)."""
+    folds = params.get("outer_folds", OUTER_FOLDS)
+    return max(6, 2 * int(folds if isinstance(folds, int) else OUTER_FOLDS))
 
 
 def plan_counts(budget: Any, sizes: list[int], names: list[str]) -> list[int]:
@@ -288,6 +333,9 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
 
     picks: list[tuple[float, int, int, float | None, float | None]] = []
     fits: dict[str, Any] = {}
+    auto: dict[str, Any] = {}
+    max_seconds = float(params.get("max_seconds", MAX_SECONDS))
+    deadline = started + max_seconds if method == "auto" else None
     imputed: dict[str, int] = {}
     for b, (bid, k_b, (item_pks, raw)) in enumerate(zip(benchmark_ids, per_benchmark, blocks)):
         keep = ~np.all(np.isnan(raw), axis=1)
@@ -295,6 +343,16 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             raise InvalidInput(f"fewer than {MIN_REFERENCES} reference models still have scores on benchmark {bid}")
         Y, n_imputed = impute(raw)
         imputed[bid] = n_imputed
+        if method == "auto":
+            share = None if deadline is None else max(deadline - time.perf_counter(), 0.0) / (len(blocks) - b)
+            auto_fit, auto_ranking, auto_weights, auto[bid] = _auto_fit(ctx, params, seed, k_b, Y, item_pks, share)
+            for r, col in enumerate(auto_ranking.tolist()):
+                w_r = None if auto_weights is None else auto_weights[r]
+                picks.append(((r + 1) / k_b, b, item_pks[col], None,
+                              None if w_r is None or not np.isfinite(w_r) else float(w_r)))
+            fits[bid] = auto_fit
+            ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
+            continue
         fitted = _fit_selector(method, params, seed, k_b, Y)
         ranking = np.asarray(fitted.ranking_, dtype=np.int64)
         gains = np.asarray(getattr(fitted, "gains_", np.full(len(ranking), np.nan)), dtype=float)
@@ -329,9 +387,47 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
         "predictor": predictor, "predictor_explicit": predictor_explicit, "fits_summary": fits_summary(fits),
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if method == "auto":
+        diagnostics["auto"] = auto
     save_selection(ctx, coreset_id, rows, diagnostics, fitted_state={"fits": fits})
     return {"coreset_id": coreset_id, "n_items": len(rows), "per_benchmark": diagnostics["per_benchmark"],
             "imputed_cells": imputed, "seconds": diagnostics["seconds"]}
+
+
+def _auto_fit(ctx: JobContext, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],
+              max_seconds: float | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None, dict[str, Any]]:
+    """One benchmark of ``method: "auto"`` (``app.core.auto.auto_select``): (the stored fit with the
+    chosen predictor, the ranking, the item weights, ``diagnostics.auto[benchmark]``). The calibration
+    is auto's outer-fold errors: the choice itself refitted without each fold."""
+    selectors = parse_selectors(params["selectors"]) if params.get("selectors") else None
+    if selectors is not None and not np.all((Y >= 0) & (Y <= 1)):
+        selectors = tuple(s for s in selectors if s.method != "irt")
+        if not selectors:
+            raise InvalidInput("method auto: the only selector asked for is irt, which needs scores in [0, 1]")
+    result = auto_select(Y, k, seed=seed, selectors=selectors, outer_folds=int(params.get("outer_folds", OUTER_FOLDS)),
+                         inner_folds=int(params.get("inner_folds", INNER_FOLDS)), max_seconds=max_seconds,
+                         checkpoint=ctx.check_cancelled)
+    choice = result.choice
+    ranking = np.asarray(result.selection.idx, dtype=np.int64)
+    weights = result.selection.weights
+    X_ref = Y[:, ranking]
+    fit: dict[str, Any] = {
+        "items": [item_pks[c] for c in ranking.tolist()], "n_items": len(item_pks),
+        "X_ref": X_ref.tolist(), "y_ref": Y.mean(axis=1).tolist(),
+        "weights": None if weights is None else np.asarray(weights, dtype=float).tolist(),
+        "lambda": None, "irt": None, "selector": choice.selector.method, "predictor": choice.predictor,
+        "components": list(choice.components),
+    }
+    parts = list(choice.components) or [choice.predictor]
+    if any(p in IRT_PREDICTORS for p in parts):
+        fit["irt"] = _irt_fit("irt", dict(choice.selector.params), seed, result.selection.selector, Y, ranking,
+                              fit["weights"])
+    for p in parts:
+        if p in ("ridge", "kernel_ridge") and fit["lambda"] is None:
+            fit["lambda"] = float(predictor_factory(p, fit)().fit(X_ref, Y.mean(axis=1)).lambda_)
+    fit["calibration"] = {"kind": "cross_fitted", "predictor": choice.predictor, "source": "auto_outer_folds",
+                          "n_folds": len(result.outer), "errors": result.outer_errors.tolist()}
+    return fit, ranking, weights, result.summary()
 
 
 def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -341,10 +437,14 @@ def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return None if not s else {"dim": s.get("dim"), "gp_irt_lambda": s.get("lam"), "bias": s.get("bias")}
 
     def calibration(fit: dict[str, Any]) -> str:
+        if (fit.get("calibration") or {}).get("kind") == "cross_fitted":
+            return "cross_fitted"
         if (fit.get("irt") or {}).get("residuals"):
             return "reference_residuals"
         return str((fit.get("calibration") or {}).get("kind", "loo"))
 
     return {bid: {"n_items": int(fit["n_items"]), "k": len(fit["items"]), "lambda": fit.get("lambda"),
                   "n_references": len(fit["y_ref"]), "irt": irt(fit),
-                  "calibration": calibration(fit)} for bid, fit in fits.items()}
+                  "calibration": calibration(fit),
+                  **({"selector": fit["selector"], "predictor": fit.get("predictor")} if fit.get("selector") else {})}
+            for bid, fit in fits.items()}

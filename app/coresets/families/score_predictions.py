@@ -17,6 +17,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.auto import AveragePredictor
 from app.core.intervals import (
     extrapolation_flag,
     guarded_predictor,
@@ -31,6 +32,7 @@ from app.kit.errors import ErrorCollector
 from app.kit.validation import finite_or_none
 
 PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "gp_irt", "p_irt", "irt")
+#: a stored ``auto`` fit may also hold ``average`` (the mean of its ``components``; ``app.core.auto``)
 DEFAULT_PREDICTOR = "kernel_ridge"
 
 
@@ -71,6 +73,9 @@ def predictor_factory(name: str, fit: dict[str, Any]) -> Any:
     if name in IRT_PREDICTORS:
         variant = "p_irt" if name == "p_irt" else "gp_irt"
         return lambda: _IRTAdapter({**fit["irt"], "weights": fit.get("weights")}, variant, int(fit["n_items"]))
+    if name == "average":
+        parts = [predictor_factory(c, fit) for c in fit["components"]]
+        return lambda: AveragePredictor(parts)
     if name in PREDICTOR_CLASSES:
         return PREDICTOR_CLASSES[name]
     raise ValueError(f"unknown predictor {name!r}")
@@ -189,7 +194,8 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         fit = fits[bid]
         X_t = np.array([[values[pk] for pk in fit["items"]] for values, _ in targets], dtype=float)
         flags = [extrapolation_flag(float(row.mean()), prep.X_means[bid]) for row in X_t]
-        chosen = [guarded_predictor(flag, stored, explicit) for flag in flags]
+        own = fit.get("predictor") or stored  # method auto stores its choice per benchmark
+        chosen = [guarded_predictor(flag, own, explicit) for flag in flags]
         centers, lowers, uppers = np.zeros(T), np.zeros(T), np.zeros(T)
         kinds: list[str] = [""] * T
         used: list[np.ndarray] = [np.zeros(0)] * T
@@ -197,10 +203,10 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         for name in dict.fromkeys(chosen):
             rows = [t for t in range(T) if chosen[t] == name]
             residuals = ((fit.get("irt") or {}).get("residuals") or {}).get("p_irt" if name == "p_irt" else "gp_irt")
-            if name in IRT_PREDICTORS and residuals is not None:
-                cal, kind = np.asarray(residuals, dtype=float), "reference_residuals"
-            elif calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
+            if calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
                 cal, kind = np.asarray(calibration["errors"], dtype=float), "cross_fitted"
+            elif name in IRT_PREDICTORS and residuals is not None:
+                cal, kind = np.asarray(residuals, dtype=float), "reference_residuals"
             else:
                 cal, kind = None, "leave_one_reference_out"
             if cal is not None:
