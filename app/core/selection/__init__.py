@@ -4,6 +4,10 @@
 ``cls(k=k, seed=seed, **params)`` with ``params`` among ``cls.PARAMS`` (name -> ``ParamSpec(type,
 description)``); ``cls(...).validate_params()`` checks the values without fitting, and
 ``fit(embeddings, labels)`` sets ``ranking_`` and ``gains_`` (see ``base``).
+
+``REFERENCE_TEXT_METHODS`` are text methods that also need the reference models' scores: their
+``fit(embeddings, labels, difficulty)`` takes each item's mean reference score (``hybrid``; not a
+paper's method).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from app.core.selection.facility_location import (
     facility_location_value,
     greedy_facility_location,
 )
+from app.core.selection.hybrid import HybridFacilityLocation
 
 TEXT_METHODS: dict[str, type[TextSelector]] = {
     "facility_location": FacilityLocation,
@@ -26,8 +31,14 @@ TEXT_METHODS: dict[str, type[TextSelector]] = {
     "k_means": KMeansSelection,
 }
 
+#: text methods that need reference scores (each item's difficulty) besides the embeddings
+REFERENCE_TEXT_METHODS: dict[str, type[TextSelector]] = {
+    "facility_location_hybrid": HybridFacilityLocation,
+}
+
 __all__ = [
-    "TEXT_METHODS", "TextSelector", "BaseSelector", "CoresetSelector", "ParamSpec", "FacilityLocation",
+    "TEXT_METHODS", "REFERENCE_TEXT_METHODS", "HybridFacilityLocation",
+    "TextSelector", "BaseSelector", "CoresetSelector", "ParamSpec", "FacilityLocation",
     "RandomSelection", "StratifiedRandom",
     "DPP", "KCenter", "KMeansSelection", "build_similarity_graph", "greedy_facility_location",
     "facility_location_value",

@@ -1,10 +1,16 @@
 """Text coresets (papers/000): selection on item-text embeddings, predictions by coreset means.
 
 * validate: every benchmark has items with text; the budget fits (``app.coresets.budget``); the
-  optional ``reference_models`` (they tune facility location's alpha, papers/000 §4.1) exist.
+  optional ``reference_models`` (they tune facility location's alpha, papers/000 §4.1) exist;
+  ``facility_location_hybrid`` needs at least :data:`MIN_HYBRID_REFERENCES` references with scores on
+  every benchmark.
 * job (``coreset``, queue ``gpu``): embed the missing texts (``app.embeddings``), tune alpha on the
   references' scores when asked, select with ``app.core.selection`` (a fraction budget selects each
-  benchmark on its own and merges the orders), persist the ranked items.
+  benchmark on its own and merges the orders), persist the ranked items. Whenever reference scores
+  exist (the coreset's references, else every model with scores on its benchmarks), the diagnostics
+  carry ``vs_random`` (``app.core.vs_random``: this method's backtested RMSE on the references --
+  cross-fitted when the selection used their scores -- against random coresets of the same size) and
+  a ``recommendation``; without any, a warning.
 * predict: ``app.core.prediction.estimate_from_coreset`` (means with finite-population intervals);
   ``extrapolation`` when the target's coreset mean leaves the references' range on some benchmark.
 """
@@ -21,9 +27,11 @@ from sqlalchemy.orm import Session
 from app.benchmarks.score_matrix import load_matrix
 from app.core.intervals import extrapolation_flag
 from app.core.prediction import estimate_from_coreset
-from app.core.selection import TEXT_METHODS
+from app.core.selection import REFERENCE_TEXT_METHODS, TEXT_METHODS, TextSelector
 from app.core.selection.facility_location import sparsity_t
+from app.core.selection.hybrid import item_difficulty
 from app.core.selection.tuning import DEFAULT_GRID, tune_alpha
+from app.core.vs_random import compare_to_random, crossfit_errors, overall_errors, recommendation
 from app.coresets.budget import plan_budget
 from app.coresets.curation import frozen_state
 from app.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
@@ -31,12 +39,19 @@ from app.coresets.repository import load_for_job, save_selection
 from app.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model, Score
 from app.embeddings.repository import load_embeddings
 from app.embeddings.service import ensure_embeddings
-from app.kit.errors import ErrorCollector
+from app.kit.errors import ErrorCollector, InvalidInput
 from app.kit.jobs import JobContext
 from app.kit.validation import check_selector_params, json_safe
 from app.models.service import get_reference_models
 
-STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True}
+STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True, "facility_location_hybrid": True}
+ALL_TEXT_METHODS: dict[str, type[TextSelector]] = {**TEXT_METHODS, **REFERENCE_TEXT_METHODS}
+MIN_HYBRID_REFERENCES = 3  # the vs_random backtest cross-fits the strata on 3 folds of the references
+NO_REFERENCES_WARNING = (
+    "no reference scores: this coreset's error against random selection cannot be estimated. On a single "
+    "benchmark, text coresets did not beat random selection in backtests (docs/RESULTS.md); upload some "
+    "models' scores and name them as reference_models, or use method random, whose interval is valid for "
+    "the simple random sample it is")
 MAX_GRAPH_ENTRIES = 50_000_000  # ~600 MB of CSR (float32 + int32 indices) per candidate graph
 EXTRAPOLATION_TOLERANCE = 1e-12  # coreset means within this of the references' range are inside it
 
@@ -45,14 +60,14 @@ class TextFamily:
     """Text-only methods on item-text embeddings (papers/000 §3.1 and the §4.2 baselines)."""
 
     name = "text"
-    methods = tuple(TEXT_METHODS)
+    methods = tuple(ALL_TEXT_METHODS)
     job_kind = "coreset"
     queue = "gpu"
     default_level = 0.95
 
     def check_params(self, method: str, params: dict[str, Any], seed: int, *,
                      field: str = "params") -> dict[str, Any]:
-        return check_selector_params(TEXT_METHODS[method], params, seed, method=method, field=field)
+        return check_selector_params(ALL_TEXT_METHODS[method], params, seed, method=method, field=field)
 
     def validate(self, session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> SelectionPlan:
         counts = text_item_counts(session, [b.id for b in benchmarks])
@@ -72,6 +87,8 @@ class TextFamily:
         references = request.reference_models
         if references is not None and references != "all":
             references = [m.name for m in get_reference_models(session, references)]
+        if request.method in REFERENCE_TEXT_METHODS:
+            check_hybrid_references(session, request.method, benchmarks, references)
         return SelectionPlan(payload={"per_benchmark": plan.per_benchmark, "k": plan.total},
                              reference_models=references, predictor=request.predictor,
                              embedding_model=request.embedding_model)
@@ -129,6 +146,25 @@ def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, tu
     return {b: found.get(b, (0, 0)) for b in benchmark_ids}
 
 
+def check_hybrid_references(session: Session, method: str, benchmarks: list[Benchmark],
+                            references: list[str] | str | None) -> None:
+    """422 unless at least :data:`MIN_HYBRID_REFERENCES` of the references have scores on every benchmark."""
+    if references is None:
+        raise InvalidInput(
+            f"method {method!r} stratifies by the reference models' item difficulty: it needs reference_models "
+            f"(a list of model names or \"all\"), at least {MIN_HYBRID_REFERENCES} with scores on every benchmark",
+            [{"field": "reference_models", "detail": f"at least {MIN_HYBRID_REFERENCES} models"}])
+    errors = ErrorCollector()
+    for b in benchmarks:
+        having = set(session.scalars(select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
+                                     .where(BenchmarkModel.benchmark_id == b.id)))
+        found = len(having) if references == "all" else len(having & set(references))
+        if found < MIN_HYBRID_REFERENCES:
+            errors.add(f"benchmark {b.name!r} has scores of {found} of the reference models; {method!r} needs at "
+                       f"least {MIN_HYBRID_REFERENCES}", field="reference_models", benchmark=b.name, found=found)
+    errors.raise_if_any("reference models without scores")
+
+
 # --------------------------------------------------------------------------- the job
 
 
@@ -164,21 +200,40 @@ def alpha_grid(n: int, k: int) -> list[float]:
     return grid or [min(DEFAULT_GRID)]
 
 
+def _fit(cls: type[TextSelector], k: int, seed: int, params: dict[str, Any], embeddings: np.ndarray,
+         labels: np.ndarray, difficulty: np.ndarray | None) -> TextSelector:
+    selector = cls(k=k, seed=seed, **params)
+    if difficulty is None:
+        return selector.fit(embeddings, labels)
+    return selector.fit(embeddings, labels, difficulty=difficulty)  # type: ignore[call-arg]
+
+
 def _select(method: str, params: dict[str, Any], seed: int, k: int, embeddings: np.ndarray, labels: np.ndarray,
-            per_benchmark: list[int] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, Any]]:
-    """Fit the method; a fraction budget selects each benchmark on its own and merges the orders."""
-    cls = TEXT_METHODS[method]
+            per_benchmark: list[int] | None, difficulty: np.ndarray | None = None,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, dict[str, Any]]:
+    """Fit the method; a fraction budget selects each benchmark on its own and merges the orders.
+    ``difficulty`` (each item's mean reference score) goes to the methods that need it."""
+    cls = ALL_TEXT_METHODS[method]
+    if method not in REFERENCE_TEXT_METHODS:
+        difficulty = None
+    elif difficulty is None:
+        raise ValueError(f"{method} needs the items' difficulty")
     if per_benchmark is None:
-        fitted = cls(k=k, seed=seed, **params).fit(embeddings, labels)
+        fitted = _fit(cls, k, seed, params, embeddings, labels, difficulty)
         weights = getattr(fitted, "weights_", None)
         extra = {"objective": float(fitted.objective_)} if hasattr(fitted, "objective_") else {}
+        if hasattr(fitted, "groups_"):
+            extra["strata"] = fitted.groups_
         return np.asarray(fitted.ranking_), np.asarray(fitted.gains_, dtype=float), weights, extra
     picks: list[tuple[float, float, int, float, float | None]] = []
     objective = 0.0
+    groups: list[dict[str, Any]] = []
     for b, k_b in enumerate(per_benchmark):
         rows = np.flatnonzero(labels == b)
-        fitted = cls(k=k_b, seed=seed, **params).fit(embeddings[rows], np.zeros(len(rows), dtype=np.int64))
+        fitted = _fit(cls, k_b, seed, params, embeddings[rows], np.zeros(len(rows), dtype=np.int64),
+                      None if difficulty is None else difficulty[rows])
         objective += float(getattr(fitted, "objective_", 0.0))
+        groups += [{**g, "benchmark": b} for g in getattr(fitted, "groups_", [])]
         weights = getattr(fitted, "weights_", None)
         for r, (row, gain) in enumerate(zip(fitted.ranking_, fitted.gains_)):
             # facility location: one objective over all blocks, so order by gain; others: proportional interleave
@@ -188,7 +243,52 @@ def _select(method: str, params: dict[str, Any], seed: int, k: int, embeddings: 
     ranking = np.array([p[2] for p in picks])
     gains = np.array([p[3] for p in picks])
     weights_arr = None if picks and picks[0][4] is None else np.array([p[4] for p in picks])
-    return ranking, gains, weights_arr, ({"objective": objective} if method == "facility_location" else {})
+    extra: dict[str, Any] = {"objective": objective} if method == "facility_location" else {}
+    if groups:
+        extra["strata"] = groups
+    return ranking, gains, weights_arr, extra
+
+
+def _tuned_alpha(embeddings: np.ndarray, labels: np.ndarray, k: int, calibration: np.ndarray,
+                 capabilities: list[str], params: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    return tune_alpha(embeddings, labels, k, calibration, capabilities, grid=alpha_grid(len(labels), k),
+                      stratify=params.get("stratify", True))
+
+
+def vs_random_diagnostics(method: str, params: dict[str, Any], seed: int, k: int, embeddings: np.ndarray,
+                          labels: np.ndarray, per_benchmark: list[int] | None, ranking: np.ndarray,
+                          names: list[str], Y: np.ndarray, capabilities: list[str], *, tuned: bool,
+                          explicit_references: bool) -> dict[str, Any]:
+    """``vs_random`` of the coreset ``ranking`` on the references' scores ``Y`` (``app.core.vs_random``).
+
+    A selection that used the references (the hybrid's strata, a tuned alpha) is replayed on folds: the
+    strata or alpha come from the other folds' scores and the held-out fold scores the result."""
+    n_benchmarks = len(capabilities)
+    counts = np.bincount(labels[ranking], minlength=n_benchmarks)
+    uses_references = method in REFERENCE_TEXT_METHODS or tuned
+    cross_fitted = uses_references and len(names) >= 2
+    if cross_fitted:
+        def replay(train: np.ndarray) -> np.ndarray:
+            fold_params = dict(params)
+            difficulty = None
+            if method in REFERENCE_TEXT_METHODS:
+                difficulty = item_difficulty(Y[train])
+            else:
+                fold_params["alpha"], _ = _tuned_alpha(embeddings, labels, k, Y[train], capabilities, params)
+            return _select(method, fold_params, seed, k, embeddings, labels, per_benchmark, difficulty)[0]
+
+        errors = crossfit_errors(replay, Y, labels, n_benchmarks, seed=seed)
+    else:
+        errors = overall_errors(Y, labels, n_benchmarks, ranking)
+    comparison = compare_to_random(errors, Y, labels, counts, seed=seed)
+    return {
+        **comparison,
+        "reference_models": names if explicit_references else "all models with scores (the request named none)",
+        "cross_fitted": cross_fitted,
+        "in_sample": uses_references and not cross_fitted,
+        "comparison": "random coresets with this coreset's items per benchmark",
+        "recommendation": recommendation(method, comparison, n_benchmarks),
+    }
 
 
 def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark: list[int] | None) -> dict[str, Any]:
@@ -203,19 +303,30 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
     with ctx.session_factory() as session:
         item_pks, labels, embeddings = load_embeddings(session, benchmark_ids, model_name)
         benchmarks = [session.get_one(Benchmark, b) for b in benchmark_ids]
-        tuning = None
-        if method == "facility_location" and references and "alpha" not in params:
-            names, calibration = reference_matrix(session, benchmarks, np.asarray(item_pks), references)
-            if len(names) > 0:
-                capabilities = [b.capability or b.name for b in benchmarks]
-                grid = alpha_grid(len(labels), k)
-                best, table = tune_alpha(embeddings, labels, k, calibration, capabilities, grid=grid,
-                                         stratify=params.get("stratify", True))
-                params["alpha"] = best
-                tuning = {"reference_models": names, "grid": table, "alpha": best}
+        capabilities = [b.capability or b.name for b in benchmarks]
+        # the backtest's references: the coreset's, else every model with scores on its benchmarks
+        names, Y = reference_matrix(session, benchmarks, np.asarray(item_pks), references or "all")
+    tuning = None
+    tuned = method == "facility_location" and bool(references) and "alpha" not in params and len(names) > 0
+    if tuned:
+        best, table = _tuned_alpha(embeddings, labels, k, Y, capabilities, params)
+        params["alpha"] = best
+        tuning = {"reference_models": names, "grid": table, "alpha": best}
+    difficulty = item_difficulty(Y) if method in REFERENCE_TEXT_METHODS else None
     ctx.progress(0.7)
 
-    ranking, gains, weights, extra = _select(method, params, seed, k, embeddings, labels, per_benchmark)
+    ranking, gains, weights, extra = _select(method, params, seed, k, embeddings, labels, per_benchmark, difficulty)
+    ctx.progress(0.8)
+    warnings: list[str] = []
+    vs_random = None
+    if len(names) > 0:
+        vs_random = vs_random_diagnostics(method, params, seed, k, embeddings, labels, per_benchmark, ranking,
+                                          names, Y, capabilities, tuned=tuned, explicit_references=bool(references))
+        rec = vs_random["recommendation"]
+        if rec["method"] != method:
+            warnings.append(f"backtest on the reference models: {rec['reason']}")
+    elif method not in ("random", "stratified_random"):
+        warnings.append(NO_REFERENCES_WARNING)
     ctx.progress(0.9)
     item_pks_arr = np.asarray(item_pks)
     rows = [{
@@ -225,13 +336,16 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
         "weight": None if weights is None else float(weights[r]),
     } for r, (i, g) in enumerate(zip(ranking.tolist(), gains.tolist()))]
     per_bench = {benchmark_ids[b]: int(np.sum(labels[ranking] == b)) for b in range(len(benchmark_ids))}
-    diagnostics = {
+    if "strata" in extra:
+        extra["strata"] = [{**g, "benchmark": benchmarks[g["benchmark"]].name} for g in extra["strata"]]
+    diagnostics = json_safe({
         **extra, "k": k, "per_benchmark": per_bench, "embeddings": embed_summary, "alpha_tuning": tuning,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+        "vs_random": vs_random, "recommendation": None if vs_random is None else vs_random["recommendation"],
+        "warnings": warnings, "seconds": round(time.perf_counter() - started, 3),
+    })
     save_selection(ctx, coreset_id, rows, diagnostics, params)
-    return {"coreset_id": coreset_id, "n_items": len(rows), **{k_: v for k_,
-                                                               v in diagnostics.items() if k_ != "embeddings"}}
+    return {"coreset_id": coreset_id, "n_items": len(rows), **{k_: v for k_, v in diagnostics.items()
+                                                               if k_ not in ("embeddings", "strata")}}
 
 
 # --------------------------------------------------------------------------- predict
