@@ -221,10 +221,10 @@ def _select(method: str, params: dict[str, Any], seed: int, k: int, embeddings: 
     if per_benchmark is None:
         fitted = _fit(cls, k, seed, params, embeddings, labels, difficulty)
         weights = getattr(fitted, "weights_", None)
-        extra = {"objective": float(fitted.objective_)} if hasattr(fitted, "objective_") else {}
+        one: dict[str, Any] = {"objective": float(fitted.objective_)} if hasattr(fitted, "objective_") else {}
         if hasattr(fitted, "groups_"):
-            extra["strata"] = fitted.groups_
-        return np.asarray(fitted.ranking_), np.asarray(fitted.gains_, dtype=float), weights, extra
+            one["strata"] = fitted.groups_
+        return np.asarray(fitted.ranking_), np.asarray(fitted.gains_, dtype=float), weights, one
     picks: list[tuple[float, float, int, float, float | None]] = []
     objective = 0.0
     groups: list[dict[str, Any]] = []
