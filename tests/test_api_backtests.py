@@ -141,6 +141,7 @@ BAD = [
     ({"suite": True}, 422, "suite"),
     ({"params": {"mrmr": {"scheme": "mid"}}}, 422, "params.mrmr"),
     ({"params": {"random": {"k": 3}}}, 422, "params.random"),
+    ({"params": {"lasso": {}}}, 422, "params.lasso"),  # not in methods
     ({"methods": ["anchor_points"], "params": {"anchor_points": {"n_inti": 2}}}, 422, "params.anchor_points.n_inti"),
     ({"methods": ["anchor_points"], "params": {"anchor_points": {"n_init": "two"}}}, 422,
      "params.anchor_points.n_init"),

@@ -128,14 +128,8 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     if body.n_reference < MIN_REFERENCE:
         errors.add(f"n_reference must be >= {MIN_REFERENCE}, got {body.n_reference}", field="n_reference")
     metric = check_metric(body.metric) if body.metric is not None else None
-    for m, given in (body.params or {}).items():
-        if m not in methods:
-            errors.add(f"params names method {m!r}, which is not in methods", field=f"params.{m}")
-        elif m == "random" and given:
-            errors.add("the random selector takes no parameters", field="params.random")
-    errors.raise_if_any("invalid backtest request")
-    method_params = {m: SCORE_BASED.check_params(m, dict(v), 0, field=f"params.{m}")
-                     for m, v in (body.params or {}).items() if m != "random"}
+    method_params = SCORE_BASED.check_method_params(body.params, methods, errors, not_listed="not in methods",
+                                                    title="invalid backtest request")
 
     refs = [body.benchmarks] if isinstance(body.benchmarks, str) else list(body.benchmarks)
     benchmarks = get_benchmarks(session, refs)  # 404 for an unknown one

@@ -72,14 +72,8 @@ def create_plan(session: Session, body: PlanCreate) -> Job:
     if body.max_seconds is not None and not (math.isfinite(body.max_seconds) and body.max_seconds > 0):
         errors.add(f"max_seconds must be > 0, got {body.max_seconds!r}", field="max_seconds")
     methods = {m for m, _ in candidates}
-    for m, given in (body.params or {}).items():
-        if m not in methods:
-            errors.add(f"params names method {m!r}, which is not a candidate", field=f"params.{m}")
-        elif m == "random" and given:
-            errors.add("the random selector takes no parameters", field="params.random")
-    errors.raise_if_any("invalid plan request")
-    method_params = {m: SCORE_BASED.check_params(m, dict(v), 0, field=f"params.{m}")
-                     for m, v in (body.params or {}).items() if m != "random"}
+    method_params = SCORE_BASED.check_method_params(body.params, methods, errors, not_listed="not a candidate",
+                                                    title="invalid plan request")
 
     refs = [body.benchmarks] if isinstance(body.benchmarks, str) else list(body.benchmarks)
     benchmarks = get_benchmarks(session, refs)  # 404 for an unknown one

@@ -24,6 +24,7 @@ them and the database (see docs/DECISIONS.md "Score-based coresets"); prediction
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -106,6 +107,21 @@ class ScoreBasedFamily:
             raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field,
                                                                               "detail": str(exc)}]) from None
         return checked if irt_options is None else {**checked, "irt": checked_irt}
+
+    def check_method_params(self, params: dict[str, dict[str, Any]] | None, methods: Collection[str],
+                            errors: ErrorCollector, *, not_listed: str, title: str) -> dict[str, dict[str, Any]]:
+        """``params`` (method -> selector parameters) of a several-method request (plans, backtests):
+        a method not in ``methods`` (``not_listed`` says where they are listed) or parameters for
+        ``random`` are added to ``errors``, which are raised as ``title``; then each other method's
+        parameters are checked by :meth:`check_params` at ``params.<method>``."""
+        for m, given in (params or {}).items():
+            if m not in methods:
+                errors.add(f"params names method {m!r}, which is {not_listed}", field=f"params.{m}")
+            elif m == "random" and given:
+                errors.add("the random selector takes no parameters", field="params.random")
+        errors.raise_if_any(title)
+        return {m: self.check_params(m, dict(v), 0, field=f"params.{m}")
+                for m, v in (params or {}).items() if m != "random"}
 
     def validate(self, session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> SelectionPlan:
         return validate_request(session, request, benchmarks)
