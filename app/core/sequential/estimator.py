@@ -124,7 +124,8 @@ class SequentialEstimator(ItemEstimator):
         self._Nb = prior.bucket_sizes.astype(np.float64)
         self._mu = prior.bucket_means
         self._w = self._Nb.copy()
-        self._hist_w = prior.level_hist.copy() if (prior.level_hist is not None and self._bayes) else None
+        hist = prior.level_hist if self._bayes else None  # computed on first use (BucketPrior.level_hist)
+        self._hist_w = hist.copy() if hist is not None else None
         self._cap = 0
         self._rebuild()  # n = 0: prior state
         self._set_estimate()

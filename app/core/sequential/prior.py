@@ -30,7 +30,6 @@ class BucketPrior:
     bucket_sizes: np.ndarray  # (B,) int64
     bucket_vectors: np.ndarray  # (B, K_r) float64
     grid: int  # m > 0 if reference scores are multiples of 1/m (levels available), else 0
-    level_hist: np.ndarray | None  # (B, K_r*m^2+1) float64 or None
 
     def __init__(self, bucket_of_item: Any, bucket_sizes: Any, bucket_vectors: Any, grid: int = 0,
                  level_hist: Any = None) -> None:
@@ -40,13 +39,10 @@ class BucketPrior:
         self.n_items = int(self.bucket_of_item.shape[0])
         self.n_buckets, self.n_references = (int(s) for s in self.bucket_vectors.shape)
         self.grid = int(grid)
-        self.level_hist = None if level_hist is None else np.ascontiguousarray(level_hist, dtype=np.float64)
+        self._level_hist = None if level_hist is None else np.ascontiguousarray(level_hist, dtype=np.float64)
+        self._int_cache: tuple[np.ndarray, np.ndarray] | None = None
         self.bucket_means = self.bucket_vectors.mean(axis=1)  # mu_b = phi_b^T 1 / K_r
         self._sq = np.einsum("ij,ij->i", self.bucket_vectors, self.bucket_vectors)
-        if self.grid:
-            self._phi_int = np.rint(self.bucket_vectors * self.grid)
-            self._phi_int32 = self._phi_int.astype(np.float32)
-            self._sq_int = np.einsum("ij,ij->i", self._phi_int, self._phi_int)
         order = np.argsort(self.bucket_of_item, kind="stable")
         self.items_by_bucket = order  # items grouped by bucket, increasing item index within bucket
         self.bucket_offsets = np.concatenate([[0], np.cumsum(self.bucket_sizes)])
@@ -70,14 +66,35 @@ class BucketPrior:
                 if vectors.shape[0] * levels <= _MAX_HIST_ENTRIES and (np.abs(scaled).max() ** 2) * k_r < 2**23:
                     grid = m
                 break
-        prior = cls(inverse, counts, vectors, grid=grid)
-        if grid:
-            prior.level_hist = prior._compute_level_hist()
-        return prior
+        return cls(inverse, counts, vectors, grid=grid)
 
     @property
     def n_levels(self) -> int:
         return self.n_references * self.grid * self.grid + 1 if self.grid else 0
+
+    @property
+    def level_hist(self) -> np.ndarray | None:
+        """The (B, levels) histogram in grid mode, else None. Computed on first use (O(B^2 K_r)):
+        only BayesAME's estimators read it, so a prior used by the item-level methods never pays it."""
+        if self._level_hist is None and self.grid:
+            self._level_hist = self._compute_level_hist()
+        return self._level_hist
+
+    @level_hist.setter
+    def level_hist(self, value: np.ndarray | None) -> None:
+        self._level_hist = None if value is None else np.ascontiguousarray(value, dtype=np.float64)
+
+    @property
+    def has_level_hist(self) -> bool:
+        """Whether the histogram is computed (or needs none): ``to_bytes`` then includes it."""
+        return not self.grid or self._level_hist is not None
+
+    def _int_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(m phi as float32, m^2 ||phi||^2) in grid mode, made on first use."""
+        if self._int_cache is None:
+            phi_int = np.rint(self.bucket_vectors * self.grid)
+            self._int_cache = (phi_int.astype(np.float32), np.einsum("ij,ij->i", phi_int, phi_int))
+        return self._int_cache
 
     def _compute_level_hist(self) -> np.ndarray:
         B, L = self.n_buckets, self.n_levels
@@ -96,8 +113,9 @@ class BucketPrior:
     def levels_rows(self, buckets: np.ndarray) -> np.ndarray:
         """Integer levels m^2 ||phi_b - phi_b'||^2 for rows b in ``buckets`` (grid mode only)."""
         buckets = np.asarray(buckets, dtype=np.int64)
-        dots = self._phi_int32[buckets] @ self._phi_int32.T  # exact: small integers in float32
-        lev = self._sq_int[buckets][:, None] + self._sq_int[None, :] - 2.0 * dots
+        phi_int32, sq_int = self._int_vectors()
+        dots = phi_int32[buckets] @ phi_int32.T  # exact: small integers in float32
+        lev = sq_int[buckets][:, None] + sq_int[None, :] - 2.0 * dots
         return np.asarray(np.rint(lev).astype(np.int64))
 
     def sqdist_rows(self, buckets: np.ndarray) -> np.ndarray:
@@ -138,8 +156,8 @@ class BucketPrior:
             bucket_vectors=self.bucket_vectors,
             grid=np.array(self.grid, dtype=np.int64),
         )
-        if self.level_hist is not None:
-            arrays["level_hist"] = self.level_hist
+        if self._level_hist is not None:
+            arrays["level_hist"] = self._level_hist
         np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub mistypes **kwds
         return buf.getvalue()
 
@@ -158,6 +176,4 @@ class BucketPrior:
             raise ValueError(f"data: not a serialized BucketPrior ({exc})") from exc
         if prior.bucket_sizes.sum() != prior.n_items or prior.bucket_sizes.shape[0] != prior.n_buckets:
             raise ValueError("data: inconsistent BucketPrior arrays")
-        if prior.grid and prior.level_hist is None:
-            prior.level_hist = prior._compute_level_hist()
         return prior

@@ -132,11 +132,12 @@ def neg_log_evidence(theta: np.ndarray, phi: np.ndarray, omega: np.ndarray, cnt:
     p0 = prior_precision(theta, phi.shape[1] - 2)
     nu = residual_variance(theta, omega)
     wt = cnt / nu
-    r = ysum - cnt * (phi @ m0)  # per-bucket sum of (y - phi m0)
-    rr = yysum - 2.0 * ysum * (phi @ m0) + cnt * (phi @ m0) ** 2  # per-bucket sum of (y - phi m0)^2
+    pm = phi @ m0
+    r = ysum - cnt * pm  # per-bucket sum of (y - phi m0)
+    rr = yysum - 2.0 * ysum * pm + cnt * pm ** 2  # per-bucket sum of (y - phi m0)^2
     c = phi.T @ (r / nu)
     Lam = (phi * wt[:, None]).T @ phi
-    Lam[np.diag_indices_from(Lam)] += p0
+    Lam.flat[::Lam.shape[0] + 1] += p0
     try:
         L = _chol(Lam)
     except LinAlgError:
