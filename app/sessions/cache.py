@@ -104,8 +104,19 @@ class ByteLRU:
             self.nbytes -= entry[1]
             return entry[0]
 
-    def put(self, key: Any, value: Any) -> None:
-        size = nbytes_of(value)
+    def take(self, key: Any) -> tuple[Any, int | None]:
+        """Remove and return ``(value, its byte size)``; ``(None, None)`` when absent."""
+        with self._lock:
+            entry = self._data.pop(key, None)
+            if entry is None:
+                return None, None
+            self.nbytes -= entry[1]
+            return entry
+
+    def put(self, key: Any, value: Any, nbytes: int | None = None) -> None:
+        """Keep ``value``; ``nbytes`` its size when known (a value taken out and advanced: an
+        estimator's arrays keep their shapes as observations arrive), else :func:`nbytes_of`."""
+        size = nbytes_of(value) if nbytes is None else int(nbytes)
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
@@ -131,6 +142,11 @@ priors = LRU(PRIOR_CACHE_SIZE)  # prior key -> app.sessions.priors.PriorEntry
 estimators = ByteLRU(ESTIMATOR_CACHE_BYTES)  # (session id, n observations) -> estimator
 _locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
 _locks_guard = threading.Lock()
+
+
+def take_estimator(key: tuple[str, int]) -> tuple[Any, int | None]:
+    """The cached estimator of (session id, stored observations), removed for its writer, and its size."""
+    return estimators.take(key)
 
 
 def clear_caches() -> None:

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,6 +27,12 @@ class PriorEntry:
     item_pks: tuple[int, ...]
     item_ids: tuple[str, ...]
     index_of_pk: dict[int, int]
+    pk_of_id: dict[str, int]  # item id -> pk of the prior's items
+
+
+def _entry(key: str, prior: BucketPrior, item_pks: tuple[int, ...], item_ids: tuple[str, ...]) -> PriorEntry:
+    return PriorEntry(key, prior, item_pks, item_ids, {p: j for j, p in enumerate(item_pks)},
+                      dict(zip(item_ids, item_pks)))
 
 
 def prior_key(benchmark: Benchmark, metric: str, reference_ids: list[str]) -> str:
@@ -37,8 +43,7 @@ def prior_key(benchmark: Benchmark, metric: str, reference_ids: list[str]) -> st
 def _entry_from_row(session: Session, row: SessionPrior) -> PriorEntry:
     item_pks = tuple(int(p) for p in row.item_pks)
     ids = dict(session.execute(select(Item.pk, Item.item_id).where(Item.pk.in_(item_pks))).all())
-    return PriorEntry(row.key, BucketPrior.from_bytes(row.blob), item_pks,
-                      tuple(ids.get(p, str(p)) for p in item_pks), {p: j for j, p in enumerate(item_pks)})
+    return _entry(row.key, BucketPrior.from_bytes(row.blob), item_pks, tuple(ids.get(p, str(p)) for p in item_pks))
 
 
 def load_prior(session: Session, key: str) -> PriorEntry:
@@ -52,13 +57,31 @@ def load_prior(session: Session, key: str) -> PriorEntry:
     return entry
 
 
+def _store_levels(session: Session, entry: PriorEntry) -> None:
+    """Compute the level histogram of a stored prior that has none yet, and store it with it (once)."""
+    if entry.prior.has_level_hist:
+        return
+    _ = entry.prior.level_hist  # computed on first access
+    session.execute(update(SessionPrior).where(SessionPrior.key == entry.key).values(blob=entry.prior.to_bytes()))
+
+
 def obtain_prior(session: Session, benchmark: Benchmark, metric: str, reference_ids: list[str],
-                  reference: np.ndarray, item_pks: list[int], item_ids: list[str]) -> PriorEntry:
-    """The stored prior of this reference set, or a new one computed and stored now."""
+                  reference: np.ndarray, item_pks: list[int], item_ids: list[str], *,
+                  levels: bool = False) -> PriorEntry:
+    """The stored prior of this reference set, or a new one computed and stored now.
+
+    ``levels``: the session's method reads BayesAME's level histogram (``BucketPrior.level_hist``,
+    O(B^2 K_r): 12,000 items x 400 references take minutes). It is computed and stored only then; the
+    item-level methods (the default ``refgp_ivr`` among them) never need it."""
     key = prior_key(benchmark, metric, reference_ids)
     if session.scalars(select(SessionPrior.key).where(SessionPrior.key == key)).first() is not None:
-        return load_prior(session, key)
+        entry = load_prior(session, key)
+        if levels:
+            _store_levels(session, entry)
+        return entry
     prior = BucketPrior.from_reference_scores(reference)
+    if levels:
+        _ = prior.level_hist  # computed on first access, stored below
     row = SessionPrior(key=key, benchmark_id=benchmark.id, n_items=int(prior.n_items),
                        n_buckets=int(prior.n_buckets), item_pks=[int(p) for p in item_pks], blob=prior.to_bytes())
     try:
@@ -66,6 +89,6 @@ def obtain_prior(session: Session, benchmark: Benchmark, metric: str, reference_
             session.add(row)
     except IntegrityError:  # another request stored the same prior first: use theirs
         return load_prior(session, key)
-    entry = PriorEntry(key, prior, tuple(item_pks), tuple(item_ids), {p: j for j, p in enumerate(item_pks)})
+    entry = _entry(key, prior, tuple(item_pks), tuple(item_ids))
     cache.priors.put(key, entry)
     return entry

@@ -46,8 +46,8 @@ def create_session(body: SessionCreate, session: DbSession, response: Response) 
 def post_observations(session_id: str, body: ObservationsPost, session: DbSession) -> SessionOut:
     """Record scores (all-or-nothing) and return the updated session."""
     observations = [ObservationIn(item, score, target) for item, score, target in body.triples()]
-    row = session_service.post_observations(session, session_id, observations)
-    return SessionOut.model_validate(views.session_view(session, row))
+    posted = session_service.post_observations(session, session_id, observations)
+    return SessionOut.model_validate(views.session_view(session, posted.row, posted.benchmark.name))
 
 
 @router.get("", response_model=SessionList, response_model_exclude_unset=True)

@@ -31,22 +31,23 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
 from app.benchmarks.service import get_benchmark
 from app.core.sequential.checkpoints import with_previous
-from app.db.models import EvalSession, SessionObservation
+from app.db.models import Benchmark, EvalSession, SessionObservation
 from app.kit.audit import record
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.scoping import require_own
 from app.sessions import cache
-from app.sessions.priors import load_prior, obtain_prior
-from app.sessions.state import apply_state, estimator_of, feed, new_estimator
+from app.sessions.priors import PriorEntry, load_prior, obtain_prior
+from app.sessions.state import LEVEL_METHODS, apply_state, feed, new_estimator, replay
 from app.sessions.validation import (
     MAX_OBSERVATIONS_PER_REQUEST,
     ObservationIn,
@@ -95,7 +96,8 @@ def create_session(session: Session, request: SessionRequest) -> EvalSession:
         config = dataclasses.replace(config, previous=[
             {"model": name, "n_scores": int(np.sum(~np.isnan(c))), "weight": m}
             for name, c, m in zip(previous, checkpoints, mult)])
-    entry = obtain_prior(session, benchmark, metric, prior_ids, reference, matrix.item_pks, matrix.item_ids)
+    entry = obtain_prior(session, benchmark, metric, prior_ids, reference, matrix.item_pks, matrix.item_ids,
+                         levels=config.method in LEVEL_METHODS and targets is None)
     row = EvalSession(benchmark_id=benchmark.id, target=target, targets=targets, n_latent=n_latent,
                       reference_models=[matrix.model_names[i] for i in rows], method=config.method,
                       config=config_dict(config), status="active", n_observed=0, prior_key=entry.key)
@@ -132,8 +134,35 @@ def _lock_row(session: Session, session_id: str) -> EvalSession:
     return row
 
 
-def post_observations(session: Session, session_id: str, observations: list[ObservationIn]) -> EvalSession:
-    """Record observations all-or-nothing and advance the estimator. Commits (inside the row lock)."""
+def _lock_row_with_benchmark(session: Session, session_id: str) -> tuple[EvalSession, Benchmark]:
+    """The session's row, locked (as ``_lock_row``), and its benchmark, in one round trip."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(text("UPDATE eval_sessions SET n_observed = n_observed WHERE id = :id"), {"id": session_id})
+    found = session.execute(
+        select(EvalSession, Benchmark).join(Benchmark, Benchmark.id == EvalSession.benchmark_id)
+        .where(EvalSession.id == session_id).with_for_update(of=EvalSession)
+        .execution_options(populate_existing=True)).first()
+    if found is None:
+        raise session_not_found(session_id)
+    row, benchmark = found
+    require_own(session, row, f"session {session_id!r}")
+    return row, benchmark
+
+
+@dataclass
+class Posted:
+    """What ``post_observations`` returns: the updated row and its benchmark (for the response)."""
+
+    row: EvalSession
+    benchmark: Benchmark
+
+
+def post_observations(session: Session, session_id: str, observations: list[ObservationIn]) -> Posted:
+    """Record observations all-or-nothing and advance the estimator. Commits (inside the row lock).
+
+    Round trips on PostgreSQL: the row lock (with the benchmark), the stored scores of the posted
+    items with the log's length, the INSERT, the UPDATE of the row and the COMMIT. The estimator
+    comes from the in-process cache when its key (session, log length) matches, else from a replay."""
     if not observations:
         raise InvalidInput("no observations given", [{"field": "observations", "detail": "empty"}])
     if len(observations) > MAX_OBSERVATIONS_PER_REQUEST:
@@ -141,34 +170,39 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
                            [{"field": "observations", "detail": f"got {len(observations)}"}])
     with cache.session_lock(session_id):
         try:
-            row = _lock_row(session, session_id)
+            row, benchmark = _lock_row_with_benchmark(session, session_id)
             if row.status == "stopped":
                 raise Conflict(f"session {row.id} has stopped ({row.stop_reason}); it takes no more observations",
                                [{"field": "observations", "detail": f"status is stopped ({row.stop_reason})"}])
-            new = validate_observations(session, row, observations)
-            cached = _record(session, row, new) if new else None
+            entry = load_prior(session, row.prior_key)
+            new, n_stored = validate_observations(session, row, benchmark, entry, observations)
+            cached = _record(session, row, benchmark, entry, new, n_stored) if new else None
             session.commit()
         except BaseException:
             session.rollback()
             raise
         if cached is not None:
             cache.estimators.put(*cached)
-        return row
+        return Posted(row, benchmark)
 
 
-def _record(session: Session, row: EvalSession,
-            new: list[tuple[int, int, str, float]]) -> tuple[tuple[str, int], Any]:
-    """Store the observations, advance the estimator and the row; returns the cache entry to keep
-    once the transaction commits."""
-    entry = load_prior(session, row.prior_key)
-    estimator, n = estimator_of(session, row, for_update=True)
-    for k, (t, pk, item_id, score) in enumerate(new):
-        session.add(SessionObservation(session_id=row.id, seq=n + k, target_index=t, item_pk=pk, item_id=item_id,
-                                       score=score))
+def _record(session: Session, row: EvalSession, benchmark: Benchmark, entry: PriorEntry,
+            new: list[tuple[int, int, str, float]], n: int) -> tuple[tuple[str, int], Any, int | None]:
+    """Store the observations, advance the estimator and the row; returns the cache entry (key,
+    estimator, its byte size when known) to keep once the transaction commits."""
+    estimator, nbytes = cache.take_estimator((row.id, n))
+    if estimator is None:
+        estimator = replay(session, row, entry, benchmark)
+    session.add_all([SessionObservation(session_id=row.id, seq=n + k, target_index=t, item_pk=pk, item_id=item_id,
+                                        score=score) for k, (t, pk, item_id, score) in enumerate(new)])
+    for t, pk, _, score in new:
         feed(estimator, t, entry.index_of_pk[pk], score)
     apply_state(row, estimator, entry)
     session.flush()
-    return (row.id, n + len(new)), estimator
+    total = n + len(new)
+    if nbytes is not None and (total & (total - 1) == 0 or total // 64 != n // 64):
+        nbytes = None  # measured again (nbytes_of walks the object) at powers of two and every 64
+    return (row.id, total), estimator, nbytes
 
 
 def delete_session(session: Session, session_id: str) -> None:

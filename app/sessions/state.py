@@ -24,6 +24,8 @@ from app.sessions import cache, validation
 from app.sessions.priors import PriorEntry, load_prior
 
 STOP_REASON_PRECEDENCE = ("max_items", "exhausted", "converged", "precision")
+#: single-target methods whose estimator reads the prior's level histogram (BucketPrior.level_hist)
+LEVEL_METHODS = ("bayesame", "bayesame_rs")
 
 
 def new_estimator(row: EvalSession, entry: PriorEntry, benchmark: Benchmark) -> Any:
@@ -105,8 +107,11 @@ def feed(estimator: Any, target_index: int, index: int, score: float) -> bool:
     return True
 
 
-def _replay(session: Session, row: EvalSession, entry: PriorEntry, upto: int | None = None) -> Any:
-    benchmark = session.get(Benchmark, row.benchmark_id)
+def replay(session: Session, row: EvalSession, entry: PriorEntry, benchmark: Benchmark | None = None,
+           upto: int | None = None) -> Any:
+    """A fresh estimator fed the stored observations in ``seq`` order (those before ``upto``)."""
+    if benchmark is None:
+        benchmark = session.get(Benchmark, row.benchmark_id)
     assert benchmark is not None
     estimator = new_estimator(row, entry, benchmark)
     stmt = (select(SessionObservation.target_index, SessionObservation.item_pk, SessionObservation.score)
@@ -129,7 +134,7 @@ def estimator_of(session: Session, row: EvalSession, *, for_update: bool = False
     key = (row.id, n)
     estimator = cache.estimators.pop(key) if for_update else cache.estimators.get(key)
     if estimator is None:
-        estimator = _replay(session, row, load_prior(session, row.prior_key))
+        estimator = replay(session, row, load_prior(session, row.prior_key))
         if not for_update:
             cache.estimators.put(key, estimator)
     return estimator, n

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import scale_of
@@ -18,7 +18,7 @@ from app.core.sequential.stopping import StopRule, resolve_max_items
 from app.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.models.service import check_reference_form
-from app.sessions.priors import load_prior
+from app.sessions.priors import PriorEntry
 
 MULTI_METHODS = ("bayesame", "bayesame_rs")
 CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
@@ -316,15 +316,18 @@ def target_indices(row: EvalSession, observations: list[ObservationIn]) -> list[
     return [index_of[o.target] for o in observations]  # type: ignore[index]
 
 
-def validate_observations(session: Session, row: EvalSession,
-                           observations: list[ObservationIn]) -> list[tuple[int, int, str, float]]:
-    """The new (target_index, item_pk, item_id, score) to record, in request order; raises on any problem."""
-    benchmark = session.get(Benchmark, row.benchmark_id)
-    assert benchmark is not None
+def validate_observations(session: Session, row: EvalSession, benchmark: Benchmark, entry: PriorEntry,
+                          observations: list[ObservationIn]) -> tuple[list[tuple[int, int, str, float]], int]:
+    """The new (target_index, item_pk, item_id, score) to record, in request order, and the number of
+    observations stored so far (the log's length); raises on any problem.
+
+    Item ids resolve through the session's prior (its items, fixed when it started); only ids it lacks
+    are looked up in the benchmark, to say whether they are unknown or were added later. One query
+    reads the stored scores of the posted items and the log's length."""
     scale = scale_of(benchmark)
     targets = target_indices(row, observations)
-    wanted = list(dict.fromkeys(o.item for o in observations))
-    pk_of: dict[str, int] = {}
+    pk_of = {o.item: entry.pk_of_id[o.item] for o in observations if o.item in entry.pk_of_id}
+    wanted = list(dict.fromkeys(o.item for o in observations if o.item not in pk_of))
     for start in range(0, len(wanted), 1000):
         chunk = wanted[start:start + 1000]
         pk_of.update(session.execute(select(Item.item_id, Item.pk).where(
@@ -334,7 +337,6 @@ def validate_observations(session: Session, row: EvalSession,
                for k, o in enumerate(observations) if o.item not in pk_of]
     if unknown:
         raise NotFound(f"unknown item {unknown[0]['item']!r} in benchmark {benchmark.name!r}", unknown)
-    entry = load_prior(session, row.prior_key)
     invalid = []
     for k, o in enumerate(observations):
         reason = scale.problem(float(o.score))
@@ -346,13 +348,7 @@ def validate_observations(session: Session, row: EvalSession,
     if invalid:
         raise InvalidInput(f"invalid observation: {invalid[0]['detail']}", invalid)
 
-    pks = list({pk_of[o.item] for o in observations})
-    stored: dict[tuple[int, int], float] = {}
-    for start in range(0, len(pks), 1000):
-        stored.update(((int(t), int(pk)), score) for t, pk, score in session.execute(
-            select(SessionObservation.target_index, SessionObservation.item_pk, SessionObservation.score).where(
-                SessionObservation.session_id == row.id,
-                SessionObservation.item_pk.in_(pks[start:start + 1000]))))
+    stored, n_stored = stored_scores(session, row.id, list({pk_of[o.item] for o in observations}))
     conflicts: list[dict[str, Any]] = []
     new: list[tuple[int, int, str, float]] = []
     seen: dict[tuple[int, int], float] = {}
@@ -369,4 +365,25 @@ def validate_observations(session: Session, row: EvalSession,
                               **({"target": o.target} if row.targets else {})})
     if conflicts:
         raise Conflict(f"conflicting score for an already observed item: {conflicts[0]['detail']}", conflicts)
-    return new
+    return new, n_stored
+
+
+def stored_scores(session: Session, session_id: str, pks: list[int]) -> tuple[dict[tuple[int, int], float], int]:
+    """The stored scores ``{(target_index, item_pk): score}`` of the items ``pks`` in session
+    ``session_id``, and the number of observations it has stored: one round trip for at most 1000
+    items (the count rides along as a row with ``target_index`` -1)."""
+    obs = SessionObservation
+    stored: dict[tuple[int, int], float] = {}
+    n_stored = -1
+    for start in range(0, max(len(pks), 1), 1000):
+        head = select(obs.target_index, obs.item_pk, obs.score).where(
+            obs.session_id == session_id, obs.item_pk.in_(pks[start:start + 1000]))
+        stmt: Any = head if start else union_all(
+            head, select(literal_column("-1"), func.count(), literal_column("0.0")).where(obs.session_id == session_id))
+        for t, pk, score in session.execute(stmt):
+            if int(t) < 0:
+                n_stored = int(pk)
+            else:
+                stored[(int(t), int(pk))] = float(score)
+    assert n_stored >= 0
+    return stored, n_stored
