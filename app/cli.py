@@ -412,6 +412,10 @@ def admin_command(args: argparse.Namespace) -> int:
     try:
         with make_session_factory(engine)() as session:
             bind_caller(session, operator)
+            if args.admin_command == "delete-team":
+                from app.teams.deletion import write_first
+
+                write_first(session)  # SQLite: hold the write lock before the deletion's reads
             if args.admin_command == "create-team":
                 row = team_service.create_team(session, args.name)
                 session.commit()
@@ -419,7 +423,7 @@ def admin_command(args: argparse.Namespace) -> int:
             else:
                 team = team_service.get_team(session, args.team, operator)
                 if args.admin_command == "delete-team":
-                    from app.teams.deletion import delete_team
+                    from app.teams.deletion import delete_team  # noqa: PLC0415 - imports the whole app
 
                     counts = delete_team(session, team)
                     session.commit()

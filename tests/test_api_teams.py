@@ -244,6 +244,30 @@ def test_audit_log_records_who_did_what(teams: Teams) -> None:
     assert teams.admin.get("/v1/audit", params={"team": "alpha"}).json()["items"][0]["action"] == "visibility"
 
 
+def test_audit_log_records_implicit_creates_and_every_visibility_change(teams: Teams) -> None:
+    """Benchmarks and models a score upload or an import creates are audited like explicit creates;
+    sessions and selections too, and their visibility PATCHes."""
+    values, models, items = small_matrix()
+    upload_matrix(teams.a, "implicit", values, models, items)
+    entries = teams.a.get("/v1/audit", params={"limit": 1000}).json()["items"]
+    created = {(e["resource_type"], e["detail"].get("name")) for e in entries if e["action"] == "create"}
+    assert ("benchmark", "implicit") in created
+    assert {("model", m) for m in models} <= created
+    assert all(e["detail"]["via"] == "score upload" for e in entries if e["resource_type"] == "model")
+    s = teams.a.post("/v1/sessions", json={"benchmark": "implicit", "target": "m5", "visibility": "public",
+                                           "reference_models": ["m0", "m1", "m2", "m3", "m4"]})
+    assert s.status_code == 201 and s.json()["visibility"] == "public" and s.json()["team"] == "alpha"
+    assert teams.b.get(f"/v1/sessions/{s.json()['id']}").status_code == 200  # public on create
+    assert teams.a.patch(f"/v1/sessions/{s.json()['id']}", json={"visibility": "private"}).json()[
+        "visibility"] == "private"
+    assert_problem(teams.b.get(f"/v1/sessions/{s.json()['id']}"), 404)
+    assert_problem(teams.a.patch(f"/v1/sessions/{s.json()['id']}", json={"visibility": "secret"}), 422)
+    entries = teams.a.get("/v1/audit").json()["items"]
+    assert (entries[0]["action"], entries[0]["resource_type"], entries[0]["detail"]) == (
+        "visibility", "session", {"was": "public", "now": "private"})
+    assert ("create", "session") in {(e["action"], e["resource_type"]) for e in entries}
+
+
 def test_idempotency_keys_are_per_credential(teams: Teams) -> None:
     key = {"Idempotency-Key": "same-key"}
     r1 = teams.a.post("/v1/benchmarks", json={"name": "idem"}, headers=key)

@@ -25,7 +25,6 @@ from app.benchmarks.schemas import (
     ScoreStats,
     ScoreUploadResult,
 )
-from app.kit.audit import record
 from app.kit.deps import DbSession, JobQueue, Pagination
 from app.kit.errors import UnsupportedMediaType
 from app.kit.schemas import JobAccepted, VisibilityPatch
@@ -54,8 +53,7 @@ def benchmark_out(v: benchmark_service.BenchmarkView, team: str | None = None) -
 
 @router.post("", status_code=201, response_model=BenchmarkOut)
 def create_benchmark(body: BenchmarkCreate, session: DbSession) -> BenchmarkOut:
-    benchmark = benchmark_service.create_benchmark(session, **body.model_dump())
-    record(session, "create", "benchmark", benchmark.id, name=benchmark.name)
+    benchmark = benchmark_service.create_benchmark(session, **body.model_dump())  # audited there
     session.commit()
     return benchmark_out(benchmark_service.BenchmarkView(benchmark, 0, 0), team_name(session, benchmark.team_id))
 

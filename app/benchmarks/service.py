@@ -91,6 +91,7 @@ def create_benchmark(
     except IntegrityError:
         raise Conflict(f"a benchmark named {name!r} already exists",
                        [{"field": "name", "detail": "benchmark names are unique per team"}]) from None
+    record(session, "create", "benchmark", benchmark.id, name=benchmark.name)
     return benchmark
 
 
@@ -115,6 +116,8 @@ def get_or_create_benchmark(session: Session, *, name: str, description: str | N
         "score_min": minimum, "score_max": maximum, "default_metric": default_metric, "data_version": 0,
     }], ["team_id", "name"])  # team_id: the caller's (app.kit.upsert)
     benchmark = session.scalars(stmt.execution_options(populate_existing=True)).one()
+    if benchmark.id in created:
+        record(session, "create", "benchmark", benchmark.id, name=benchmark.name, via="import")
     return benchmark, benchmark.id in created
 
 

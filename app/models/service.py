@@ -65,11 +65,15 @@ def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
         # get-or-create without a race: a name another transaction created meanwhile is skipped
         # by ON CONFLICT DO NOTHING and read back (app.kit.upsert)
         session.flush()
-        insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing], ["team_id", "name"])
+        created = insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing],
+                                            ["team_id", "name"])
         for start in range(0, len(missing), 500):
             chunk = missing[start:start + 500]
             existing.update(session.execute(select(Model.name, Model.id)
                                             .where(Model.name.in_(chunk), owned_by_caller(session, Model))).all())
+        for name in missing:  # the models this upload created (not those a concurrent one did) are audited
+            if existing.get(name) in created:
+                record(session, "create", "model", existing[name], name=name, via="score upload")
     return existing
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
 from app.benchmarks.service import delete_benchmark, foreign_dependents
@@ -43,6 +43,14 @@ from app.models.service import delete_model
 from app.sessions import cache as session_cache
 
 ACTIVE_JOBS = ("queued", "running")
+
+
+def write_first(session: Session) -> None:
+    """On SQLite, make the transaction's first statement a write so it holds the write lock before it
+    reads (a deferred transaction that read first cannot upgrade after another writer committed, and a
+    deletion reads a lot before it writes). Call it before anything else; a no-op elsewhere."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(text("UPDATE teams SET name = name WHERE 1 = 0"))
 
 
 def _blockers(session: Session, team: Team) -> list[dict[str, Any]]:

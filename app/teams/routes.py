@@ -51,6 +51,7 @@ def delete_team(team: str, session: DbSession, caller: CurrentCaller) -> Respons
     """Delete a team with everything it owns, all or nothing (the bootstrap admin only; audited). 409,
     naming the blockers, while it owns a published coreset, another team builds on its data, or one of
     its jobs is queued or running; the built-in team `local` is never deleted."""
+    team_deletion.write_first(session)
     row = team_service.get_team(session, team, caller)
     if not caller.superuser:
         raise Forbidden("only the bootstrap admin token (EVALPLAN_ADMIN_TOKEN) deletes teams",
