@@ -26,7 +26,7 @@ from app.main import create_app
 from workers.dispatch import InProcessDispatcher
 
 JOB_KEYS = {"id", "kind", "queue", "status", "progress", "result", "error", "attempts", "created_at",
-            "started_at", "finished_at"}
+            "started_at", "finished_at", "team", "visibility"}
 
 # ----------------------------------------------------------------------------- test-only handlers
 
