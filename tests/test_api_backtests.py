@@ -146,6 +146,10 @@ BAD = [
     ({"methods": ["anchor_points"], "params": {"anchor_points": {"n_init": "two"}}}, 422,
      "params.anchor_points.n_init"),
     ({"suite": True, "benchmarks": ["gen", "gen2"], "predictors": ["guard"]}, 422, "predictors.random"),
+    ({"methods": ["auto"], "predictors": {"auto": "ridge"}}, 422, "predictors.auto"),
+    ({"methods": ["random"], "predictors": {"random": "auto"}}, 422, "predictors.random"),
+    ({"methods": ["auto"], "suite": True, "benchmarks": ["gen", "gen2"]}, 422, "methods"),
+    ({"methods": ["auto"], "params": {"auto": {"max_seconds": -1}}}, 422, "params.auto.max_seconds"),
 ]
 
 

@@ -142,3 +142,20 @@ def test_backtest_runs_auto_beside_the_other_methods() -> None:
     by = {r["method"]: r for r in rows}
     assert by["auto"]["label"] == "auto" and by["auto"]["rmse"] < by["random"]["rmse"]
     assert 0.0 <= by["auto"]["coverage"] <= 1.0 and by["auto"]["interval_width"] > 0
+
+
+def test_planner_takes_auto_as_an_opt_in_candidate() -> None:
+    from app.core.planner import DEFAULT_CANDIDATES, parse_candidate, plan_benchmark
+    from app.core.planner import Candidate as PlanCandidate
+
+    assert parse_candidate("auto") == PlanCandidate("auto", "auto")
+    assert all(c.method != "auto" for c in DEFAULT_CANDIDATES)
+    Y = constant_half_matrix(M=20, N=40)
+    plan = plan_benchmark(Y, half_width=0.5, level=0.8, candidates=[PlanCandidate("auto", "auto")],
+                          fractions=(0.1, 0.2), seeds=1, params={"auto": {"selectors": ["random", "mrmr"],
+                                                                          "max_seconds": None}})
+    assert plan["method"] == "auto" and plan["reached"] and plan["evidence"][0]["label"] == "auto"
+    # the evidence is auto's outer-fold errors at that budget
+    res = auto_select(Y, k=plan["budget"], seed=0, selectors=["random", "mrmr"], max_seconds=None)
+    row = next(r for r in plan["evidence"] if r["budget"] == plan["budget"])
+    assert row["expected_rmse"] == pytest.approx(res.honest_rmse)

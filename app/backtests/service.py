@@ -116,6 +116,13 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     if len(set(methods)) != len(methods):
         errors.add("a method is listed twice", field="methods")
     plan = _plan_predictors(methods, body.predictors, errors)
+    for m in methods:  # method auto chooses its own predictor (app.core.auto): predictor "auto", and only there
+        if any((p == "auto") != (m == "auto") for p in plan.get(m, [])):
+            errors.add("the auto predictor goes with method auto only, and method auto takes only it",
+                       field=f"predictors.{m}" if isinstance(body.predictors, dict) else "predictors")
+        if m == "auto" and body.suite:
+            errors.add("method auto is not available in a suite backtest (its choice is per benchmark)",
+                       field="methods")
     if body.split not in SPLITS:
         errors.add(f"unknown split {body.split!r}; one of {list(SPLITS)}", field="split")
     for i, fraction in enumerate(body.budgets):

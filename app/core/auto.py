@@ -108,10 +108,13 @@ DEFAULT_SELECTORS: tuple[SelectorSpec, ...] = (
 )
 
 
-#: selectors tried when the request names none: all but ``irt``, whose tinyBenchmarks pipeline (three
-#: SVI fits of 2,000 epochs: D in {5, 10} by validation, then the model) costs minutes per fit on 2
-#: cores, i.e. hours for the 36 fits of a nested CV; ``params.selectors`` can still ask for it.
-DEFAULT_METHODS = ("random", "mrmr", "lasso", "anchor_points", "random_search")
+#: selectors tried when the request names none: all but two, which ``params.selectors`` can still ask
+#: for. ``irt``: tinyBenchmarks' pipeline (three SVI fits of 2,000 epochs: D in {5, 10} by validation,
+#: then the model) costs minutes per fit on 2 cores, i.e. hours for the 36 fits of a nested CV.
+#: ``random_search`` (Search+) is itself a cross-validation (200 random coresets x 5-fold ridge): on
+#: 30 references x 1,000 items it cost 8.5 s per fit against 2.9 s for the other four selectors
+#: together (shared 2-core machine), tripling auto's time, and it won no CV table we measured.
+DEFAULT_METHODS = ("random", "mrmr", "lasso", "anchor_points")
 
 
 def default_selectors(binary_range: bool) -> tuple[SelectorSpec, ...]:
@@ -304,13 +307,13 @@ def _folds(M: int, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray
     return [(np.sort(np.setdiff1d(perm, test)), np.sort(test)) for test in np.array_split(perm, K)]
 
 
-def auto_select(Y: Any, k: int, seed: int = 0, selectors: Sequence[SelectorSpec] | None = None,
+def auto_select(Y: Any, k: int, seed: int = 0, selectors: Sequence[SelectorSpec] | Sequence[str] | None = None,
                 outer_folds: int = OUTER_FOLDS, inner_folds: int = INNER_FOLDS,
                 max_seconds: float | None = MAX_SECONDS,
                 checkpoint: Callable[[], None] | None = None) -> AutoResult:
     """Nested-CV choice of a coreset method for the references' score matrix ``Y`` (M x N, finite).
 
-    ``selectors`` default to :func:`default_selectors` (IRT only for scores in [0, 1]);
+    ``selectors`` (specs, or names for :func:`parse_selectors`) default to :func:`default_selectors`;
     ``checkpoint`` is called between selectors (it raises to cancel)."""
     started = time.perf_counter()
     Y = np.asarray(Y, dtype=float)
@@ -324,7 +327,13 @@ def auto_select(Y: Any, k: int, seed: int = 0, selectors: Sequence[SelectorSpec]
         raise ValueError(f"auto needs at least {max(6, 2 * max(2, outer_folds))} references for "
                          f"{outer_folds} outer folds, got {M}")
     in01 = bool(np.all((Y >= 0) & (Y <= 1)))
-    specs = list(default_selectors(in01) if selectors is None else selectors)
+    specs: list[SelectorSpec]
+    if selectors is None:
+        specs = list(default_selectors(in01))
+    elif all(isinstance(s, str) for s in selectors):  # names, as a request gives them
+        specs = list(parse_selectors([str(s) for s in selectors]))
+    else:
+        specs = [s for s in selectors if isinstance(s, SelectorSpec)]
     if not specs:
         raise ValueError("need at least one selector")
     if not in01 and any(s.method == "irt" for s in specs):

@@ -405,6 +405,7 @@ def run_backtest(
                         "n_test": int(test.size), **regression_metrics(s_test, pred), "coverage": cov,
                         "agreement": agree, "interval_width": width,
                         "frac_flagged": float(flagged.mean()), "seconds": t_sel + t_pred,
+                        **({"auto_choice": selector.choice.label} if m == "auto" else {}),
                     })
     stab = {key: nogueira_stability(v, N) for key, v in chosen.items()}
     for r in rows:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.auto import auto_select
 from app.core.backtest import _select, _selection_aware_errors, impute_item_mean, paper_label
 from app.core.intervals import interval_from_errors
 from app.core.prediction import estimate_from_coreset
@@ -47,10 +48,12 @@ __all__ = [
 ]
 
 FULL = "full"
-PLANNER_METHODS = ("random", "anchor_points", "mrmr", "lasso", "random_search", "hardness", "pbsc", "irt")
-PLANNER_PREDICTORS = {"random": ("mean",)}
+PLANNER_METHODS = ("random", "anchor_points", "mrmr", "lasso", "random_search", "hardness", "pbsc", "irt", "auto")
+#: ``auto`` (app.core.auto) is opt-in, never a default candidate: each budget tried costs one nested CV
+#: (~6-25 CPU s at 30 x 1,000) per seed, i.e. minutes per benchmark for a bisection over the grid
+PLANNER_PREDICTORS = {"random": ("mean",), "auto": ("auto",)}
 SCORE_PREDICTORS = ("kernel_ridge", "ridge", "weighted_mean", "mean")
-DEFAULT_PREDICTOR = {"random": "mean", "anchor_points": "weighted_mean"}
+DEFAULT_PREDICTOR = {"random": "mean", "anchor_points": "weighted_mean", "auto": "auto"}
 #: selector parameters the planner uses unless the request sets them (AnchorPoints' PAM swap over
 #: 1,000 items costs minutes per fold on 2 cores); the plan reports them, to be passed to the coreset.
 PLANNER_PARAMS: dict[str, dict[str, Any]] = {"anchor_points": {"n_init": 1, "swap": "never"}}
@@ -136,6 +139,10 @@ def evaluate_candidate(Y: np.ndarray, candidate: Candidate, k: int, level: float
         if candidate.method == "random":
             e, w = _random_errors_widths(Y, s, k, int(seed), level, score_range, binary)
             width.append(float(np.mean(w)))
+        elif candidate.method == "auto":  # its outer-fold errors: the choice refitted without each fold
+            e = auto_select(Y, k, seed=int(seed), **dict(params or {})).outer_errors
+            lo, hi = interval_from_errors(0.0, e, level)
+            width.append(float(hi - lo))
         else:
             e = _selection_aware_errors(candidate.method, candidate.predictor, Y, s, k, int(seed),
                                         dict(params or {}), {})

@@ -15,7 +15,7 @@ from app.core.planner import (
     min_references,
     parse_candidate,
 )
-from app.coresets.families.score_based import SCORE_BASED
+from app.coresets.families.score_based import SCORE_BASED, auto_min_references
 from app.db.models import Benchmark, BenchmarkModel, Item, Job, Model
 from app.kit.errors import ErrorCollector
 from app.kit.jobs import create_job
@@ -100,6 +100,10 @@ def create_plan(session: Session, body: PlanCreate) -> Job:
             errors.add(f"benchmark {b.name!r}: {len(names)} reference models with scores; a {body.level:g} interval "
                        f"needs at least {need} (ceil((M + 1) level) <= M)", field="reference_models",
                        benchmark=b.name, found=len(names))
+        if "auto" in methods and len(names) < auto_min_references(dict((body.params or {}).get("auto") or {})):
+            errors.add(f"benchmark {b.name!r}: {len(names)} reference models with scores; method auto needs at least "
+                       f"{auto_min_references(dict((body.params or {}).get('auto') or {}))} (two per outer fold)",
+                       field="reference_models", benchmark=b.name, found=len(names))
         outside = (b.score_min is not None and b.score_min < 0) or (b.score_max is not None and b.score_max > 1)
         if "irt" in methods and outside:
             errors.add(f"irt needs scores in [0, 1]; benchmark {b.name!r} scores lie in "
