@@ -188,7 +188,7 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
     GET / list stay small, predict gives what a refit on the raw reference scores gives."""
     from sqlalchemy import inspect
 
-    from app.core.intervals import cross_fitted_errors, interval_from_errors
+    from app.core.intervals import cross_fitted_errors, fixed_coreset_errors, interval_from_errors
     from app.core.predictors import RidgePredictor
     from app.core.selection.score_based import SCORE_METHODS
 
@@ -225,18 +225,34 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
 
     errors = cross_fitted_errors(fit_predict, y, n_folds=10, seed=0)
     np.testing.assert_allclose(fits[bid]["calibration"]["errors"], errors, atol=1e-12)
+    # and the "calibrated" rule's optimistic half: leave-one-reference-out on the chosen coreset
+    fixed = fixed_coreset_errors(RidgePredictor, X, y)
+    np.testing.assert_allclose(fits[bid]["calibration"]["fixed_errors"], fixed, atol=1e-12)
     for target in suite["targets"][:3]:
         out = client.post(f"/v1/coresets/{coreset['id']}/predict",
                           json={"scores": target_scores(coreset, {"gen": target})})
         assert out.status_code == 200, out.text
         entry = out.json()["benchmarks"]["gen"]
         center = RidgePredictor().fit(X, y).predict(target[cols][None, :].astype(float))[0]
-        lo, hi = interval_from_errors(center, errors, 0.9)
+        lo, hi = interval_from_errors(center, errors, 0.9, fixed, "calibrated")
         clip = lambda v: min(max(float(v), 0.0), 1.0)  # noqa: E731 (binary scale)
         assert entry["predictor"] == "ridge" and entry["n_items"] == k and entry["n_total"] == N_ITEMS
-        assert entry["calibration"] == "cross_fitted"
+        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
         assert entry["estimate"] == pytest.approx(clip(center), abs=1e-12)
         assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-12)
+
+    # params.interval "conformal": the rule before issue 16 (rank ceil((M+1) level) of the cross-fitted errors)
+    old = create(client, method="pbsc", benchmarks=["gen"], budget=k, reference_models="all", predictor="ridge",
+                 params={"interval": "conformal"})
+    assert old["params"]["interval"] == "conformal" and [i["item"] for i in old["items"]] == \
+        [i["item"] for i in coreset["items"]]
+    target = suite["targets"][0]
+    entry = client.post(f"/v1/coresets/{old['id']}/predict",
+                        json={"scores": target_scores(old, {"gen": target})}).json()["benchmarks"]["gen"]
+    center = RidgePredictor().fit(X, y).predict(target[cols][None, :].astype(float))[0]
+    lo, hi = interval_from_errors(center, errors, 0.9)
+    assert entry["interval_rule"] == "conformal"
+    assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-12)
 
 
 BAD = {
@@ -254,6 +270,7 @@ BAD = {
                               "params.irt"),
     "budget larger than N": ({"budget": N_ITEMS + 1}, f"larger than the {N_ITEMS}"),
     "bad fraction": ({"budget": {"fraction": 1.5}}, "fraction"),
+    "unknown interval rule": ({"params": {"interval": "wide"}}, "params.interval"),
 }
 
 

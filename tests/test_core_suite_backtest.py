@@ -47,7 +47,8 @@ def test_suite_rows_per_scope_and_overall_is_the_mean() -> None:
     truth = np.mean([Y[test].mean(1) for Y in mats], axis=0)
     assert by[(OVERALL, "random")]["rmse"] == pytest.approx(float(np.sqrt(np.mean((est - truth) ** 2))))
     errors = np.vstack([Y[ref].mean(1) - Y[ref][:, c].mean(1) for Y, c in zip(mats, cols)])  # mean: no fit
-    lo, hi = interval_from_errors(est, pooled_errors(errors), 0.9)
+    # the default "calibrated" rule: the fixed-coreset errors of a mean are the same errors (no fit)
+    lo, hi = interval_from_errors(est, pooled_errors(errors), 0.9, pooled_errors(errors), "calibrated")
     assert by[(OVERALL, "random")]["coverage"] == pytest.approx(float(np.mean((lo <= truth) & (truth <= hi))))
 
 

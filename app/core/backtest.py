@@ -58,8 +58,10 @@ from scipy.stats import kendalltau, spearmanr
 
 from app.core.auto import auto_select
 from app.core.intervals import (
+    DEFAULT_INTERVAL,
     coreset_cross_fitted_errors,
     extrapolation_flags,
+    fixed_coreset_errors,
     guarded_predictor,
     interval_from_errors,
     loo_conformal_interval,
@@ -290,6 +292,18 @@ def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np
     return coreset_cross_fitted_errors(select, predictor_for, Y_ref, s_ref, n_folds=10, seed=seed, cache=cache)
 
 
+def _fixed_errors(name: str, X_ref: np.ndarray, s_ref: np.ndarray, weights: np.ndarray | None,
+                  rule: str | None) -> np.ndarray | None:
+    """Leave-one-reference-out errors of predictor ``name`` on the chosen coreset's scores ``X_ref``
+    (:func:`app.core.intervals.fixed_coreset_errors`) when ``rule`` (None = the default) is
+    ``"calibrated"``, else None (the ``"conformal"`` rule needs only the cross-fitted errors)."""
+    if (DEFAULT_INTERVAL if rule is None else rule) != "calibrated":
+        return None
+    if name == "weighted_mean" and weights is None:
+        weights = np.full(X_ref.shape[1], 1.0 / X_ref.shape[1])
+    return fixed_coreset_errors(_factory(name, weights), X_ref, s_ref)
+
+
 def run_backtest(
     Y: Any,
     methods: Sequence[str],
@@ -303,6 +317,7 @@ def run_backtest(
     intervals: bool = True,
     interval_budgets: Sequence[float] | None = None,
     checkpoint: Callable[[], None] | None = None,
+    interval: str | None = None,
 ) -> list[dict[str, Any]]:
     """Backtest selectors x predictors; one row per (method, predictor, budget, seed).
 
@@ -319,6 +334,8 @@ def run_backtest(
         costly part (ten selections per row).
     checkpoint : called before each selection and each prediction; it raises to stop the run
         (cooperative cancellation of a job).
+    interval : the interval rule (:data:`app.core.intervals.INTERVAL_RULES`; None = the default,
+        ``"calibrated"``), as the service's predict applies it.
 
     Row keys: method, predictor, label, split, budget, k, seed, n_reference, n_test, rmse, mae,
     spearman, kendall, agreement, coverage, interval_width (mean width of the cross-fitted interval),
@@ -391,7 +408,8 @@ def run_backtest(
                     elif with_ci and name not in _NO_INTERVAL:
                         errors = _selection_aware_errors(m, name, Y_ref, s_ref, k, seed, method_params.get(m, {}),
                                                          cache)
-                        lower, upper = interval_from_errors(pred, errors, level)
+                        fixed = _fixed_errors(name, Xr, s_ref, weights, interval)
+                        lower, upper = interval_from_errors(pred, errors, level, fixed, interval)
                         cov = _coverage(lower, upper, s_test)
                         width = float(np.mean(upper - lower))
                     agree = math.nan

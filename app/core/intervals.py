@@ -19,6 +19,21 @@ recorded (the refit includes the predictor's own lambda selection, so the calibr
 Both assume the target is exchangeable with the references; out of distribution (see
 :func:`extrapolation_flag`) they have no guarantee.
 
+Interval rules for errors computed elsewhere (:data:`INTERVAL_RULES`, :func:`interval_from_errors`,
+issue 16 §2; docs/DECISIONS.md "Score-based intervals"):
+
+* ``"conformal"`` (the rule before issue 16): ``center +- q``, ``q`` the ``ceil((M+1) level)``-th
+  smallest ``|e_i|`` of the references' cross-fitted errors (selection refitted per fold).
+* ``"calibrated"`` (the default when the fixed-coreset errors are known): ``center +- s_level *
+  sigma`` with the scale ``sigma = sqrt(RMS(cross-fitted) * RMS(fixed))`` -- the geometric mean of
+  the pessimistic cross-fitted error scale (re-selecting in each fold, with the references'
+  spread, overstates the final coreset's held-out error: MuSR mRMR++ RMS 2.60 vs 2.09 held out) and
+  the optimistic leave-one-reference-out scale on the fixed, chosen coreset (no account of the
+  selection: 1.83) -- and the shape ``s_level`` the conformal quantile (rank
+  ``ceil((2M+1) level)``) of the 2M standardised errors ``e_i / RMS`` of both sets pooled, so
+  that a 95% interval with 30 references is not the largest single error. See
+  :func:`calibrated_half_width`.
+
 Extrapolation guard (issue rule): a target whose coreset mean is below the lowest or above the
 highest reference coreset mean is flagged ``extrapolation=True`` (:func:`extrapolation_flags`);
 :func:`guarded_predictor` then picks :class:`~app.core.predictors.AIPWPredictor` (002 App. L.1)
@@ -38,7 +53,12 @@ import numpy as np
 from app.core.predictors import PREDICTOR_CLASSES
 
 __all__ = [
+    "DEFAULT_INTERVAL",
+    "INTERVAL_RULES",
     "ConformalInterval",
+    "calibrated_half_width",
+    "conformal_half_width",
+    "fixed_coreset_errors",
     "coreset_cross_fitted_errors",
     "cross_fitted_errors",
     "interval_from_errors",
@@ -52,6 +72,8 @@ __all__ = [
 ]
 
 Method = Literal["split", "jackknife+"]
+INTERVAL_RULES: tuple[str, ...] = ("calibrated", "conformal")
+DEFAULT_INTERVAL = "calibrated"
 GUARD_IN_RANGE = "kernel_ridge"  # the guard's predictor for a target inside the references' range
 GUARD_EXTRAPOLATED = "aipw"  # ... and for a flagged one
 
@@ -149,17 +171,83 @@ def loo_conformal_interval(
     return ConformalInterval(center, lower, upper, float(level), method, R, E)
 
 
-def interval_from_errors(center: np.ndarray | float, errors: np.ndarray, level: float
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """``center +- q`` with ``q`` the ``ceil((M+1) level)``-th smallest ``|errors|`` (+inf past M):
-    the split-conformal rule of :func:`loo_conformal_interval` for errors computed elsewhere
-    (e.g. :func:`pooled_errors`, or cross-fitted errors that include the coreset selection)."""
+def conformal_half_width(errors: np.ndarray, level: float) -> float:
+    """The ``ceil((M+1) level)``-th smallest ``|errors|`` (+inf past M): the split-conformal rank."""
     if not 0.0 < level < 1.0:
         raise ValueError("level must be in (0, 1)")
     R = np.abs(np.asarray(errors, dtype=float).ravel())
-    q = float(_kth_smallest(R, math.ceil((R.size + 1) * level - 1e-9)))
+    return float(_kth_smallest(R, math.ceil((R.size + 1) * level - 1e-9)))
+
+
+def _rms(e: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(e)))) if e.size else 0.0
+
+
+def calibrated_half_width(errors: np.ndarray, fixed_errors: np.ndarray, level: float) -> float:
+    """Half-width of the ``"calibrated"`` rule (module docstring; issue 16 §2).
+
+    errors : (M,) cross-fitted errors (selector + predictor refitted per fold: pessimistic).
+    fixed_errors : (M',) leave-one-reference-out errors of the predictor on the chosen coreset
+        (:func:`fixed_coreset_errors`: optimistic, the selection saw every reference).
+    Returns ``s_level * sqrt(RMS(errors) * RMS(fixed_errors))`` where ``s_level`` is the
+    ``ceil((n+1) level)``-th smallest of the n pooled standardised ``|e| / RMS`` (+inf past n).
+    A set whose RMS is 0 contributes no shape and the scale is the other's RMS times the
+    geometric-mean weight (0 if both are 0).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be in (0, 1)")
+    a = np.asarray(errors, dtype=float).ravel()
+    b = np.asarray(fixed_errors, dtype=float).ravel()
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    ra, rb = _rms(a), _rms(b)
+    if a.size == 0 and b.size == 0:
+        return math.inf
+    sigma = math.sqrt(ra * rb) if a.size and b.size else max(ra, rb)
+    shape = [x / r for x, r in ((a, ra), (b, rb)) if r > 0]
+    if not shape or sigma == 0.0:
+        return 0.0
+    return conformal_half_width(np.concatenate(shape), level) * sigma
+
+
+def interval_from_errors(center: np.ndarray | float, errors: np.ndarray, level: float,
+                         fixed_errors: np.ndarray | None = None, rule: str | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """``center +- h`` from errors computed elsewhere (cross-fitted errors that include the coreset
+    selection, or :func:`pooled_errors` of several benchmarks).
+
+    rule : ``"conformal"`` -- ``h`` = :func:`conformal_half_width` of ``errors`` (the rule before
+        issue 16, also used whatever ``rule`` says when ``fixed_errors`` is None); ``"calibrated"``
+        -- :func:`calibrated_half_width` of ``errors`` and ``fixed_errors``. None =
+        :data:`DEFAULT_INTERVAL`.
+    """
+    rule = DEFAULT_INTERVAL if rule is None else rule
+    if rule not in INTERVAL_RULES:
+        raise ValueError(f"unknown interval rule {rule!r}; choose among {INTERVAL_RULES}")
+    if rule == "calibrated" and fixed_errors is not None:
+        q = calibrated_half_width(errors, fixed_errors, level)
+    else:
+        q = conformal_half_width(errors, level)
     c = np.asarray(center, dtype=float)
     return c - q, c + q
+
+
+def fixed_coreset_errors(predictor_factory: Callable[[], Any], X_ref: np.ndarray, y_ref: np.ndarray
+                         ) -> np.ndarray:
+    """(M,) signed leave-one-reference-out errors ``y_i - mu_{-i}(x_i)`` of the predictor on the
+    chosen coreset's scores ``X_ref`` (selection not refitted): the optimistic half of the
+    ``"calibrated"`` rule."""
+    X = np.asarray(X_ref, dtype=float)
+    y = np.asarray(y_ref, dtype=float).ravel()
+    M = y.size
+    if M < 2:
+        raise ValueError("need at least 2 reference models")
+    E = np.empty(M)
+    mask = np.ones(M, dtype=bool)
+    for i in range(M):
+        mask[i] = False
+        E[i] = y[i] - float(np.asarray(predictor_factory().fit(X[mask], y[mask]).predict(X[i : i + 1]))[0])
+        mask[i] = True
+    return E
 
 
 def cross_fitted_errors(fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray], y_ref: np.ndarray,

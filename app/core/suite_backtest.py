@@ -35,6 +35,7 @@ import numpy as np
 from app.core.backtest import (
     _NO_INTERVAL,
     _factory,
+    _fixed_errors,
     _select,
     _selection_aware_errors,
     impute_item_mean,
@@ -77,7 +78,7 @@ def run_suite_backtest(
     # the options of app.core.backtest.run_backtest, with the same meaning
     n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.9,
     method_params: Mapping[str, Mapping[str, Any]] | None = None, intervals: bool = True,
-    checkpoint: Callable[[], None] | None = None,
+    checkpoint: Callable[[], None] | None = None, interval: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows for every (scope, method, predictor, budget, seed); ``plan`` maps a selector to its
     predictor names (see the module docstring). ``checkpoint`` is called before each selection and
@@ -116,6 +117,7 @@ def run_suite_backtest(
                 for name in pred_names:
                     t1 = time.perf_counter()
                     centers, errors, per_rows = [], [], []
+                    fixeds: list[np.ndarray | None] = []
                     for b, Y in enumerate(mats):
                         if checkpoint is not None:
                             checkpoint()
@@ -129,7 +131,9 @@ def run_suite_backtest(
                         if intervals and name not in _NO_INTERVAL and name != "guard":
                             e = _selection_aware_errors(method, name, Y[ref], yr, counts[b], seed,
                                                         method_params.get(method, {}), caches[b])
-                            lo, hi = interval_from_errors(c, e, level)
+                            f = _fixed_errors(name, Y[ref][:, idx], yr, weights, interval)
+                            fixeds.append(f)
+                            lo, hi = interval_from_errors(c, e, level, f, interval)
                             cov, width = float(np.mean((lo <= yt) & (yt <= hi))), float(np.mean(hi - lo))
                         centers.append(c)
                         errors.append(e)
@@ -139,7 +143,10 @@ def run_suite_backtest(
                     cov = width = math.nan
                     complete = [e for e in errors if e is not None]
                     if len(complete) == len(errors):
-                        lo, hi = interval_from_errors(est, pooled_errors(np.vstack(complete)), level)
+                        fx = [f for f in fixeds if f is not None]
+                        pooled_fixed = pooled_errors(np.vstack(fx)) if fx and len(fx) == len(errors) else None
+                        lo, hi = interval_from_errors(est, pooled_errors(np.vstack(complete)), level, pooled_fixed,
+                                                      interval)
                         if in_unit:
                             lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
                         y_all = s_all[test]

@@ -125,7 +125,8 @@ class CoresetList(BaseModel):
 
 
 class BenchmarkEstimate(BaseModel):
-    """One benchmark's estimate; score-based coresets add ``predictor``, ``extrapolation``, ``calibration``."""
+    """One benchmark's estimate; score-based coresets add ``predictor``, ``extrapolation``, ``calibration``,
+    ``interval_rule``."""
 
     estimate: float | None
     interval: list[float | None] | None
@@ -136,6 +137,9 @@ class BenchmarkEstimate(BaseModel):
     predictor: str | None = None
     extrapolation: bool | None = None
     calibration: str | None = None
+    interval_rule: str | None = Field(
+        None, description='Score-based: how `interval` was calibrated: "calibrated" (the default, issue 16) or '
+                          '"conformal" (the rule before it; `params.interval` chooses; docs/API_NOTES.md).')
 
 
 class AggregateEstimate(BaseModel):

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
 from app.core.auto import INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, auto_select, parse_selectors
-from app.core.intervals import coreset_cross_fitted_errors
+from app.core.intervals import INTERVAL_RULES, coreset_cross_fitted_errors, fixed_coreset_errors
 from app.core.irt import IRTSelection, irt_predictor_for
 from app.core.selection.base import ParamSpec
 from app.core.selection.baselines import stratified_counts
@@ -70,6 +70,7 @@ METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PAR
 DEFAULT_LEVEL = 0.9
 MIN_REFERENCES = 3  # LOO intervals need a few references; random_search (Search+) needs >= 3 for CV
 CALIBRATION_FOLDS = 10  # folds of the references for the cross-fitted interval errors
+NON_SELECTOR_PARAMS = ("irt", "interval")  # params that configure the predictor / interval, not the selector
 WEIGHTED_METHODS = ("anchor_points", "irt")  # methods whose weights_ are non-negative item weights
 
 
@@ -86,6 +87,11 @@ class ScoreBasedFamily:
                      field: str = "params") -> dict[str, Any]:
         """422 unless ``params`` are valid constructor parameters of ``method`` (errors at ``field.<name>``)."""
         irt_options = params.pop("irt", None) if method != "irt" else None
+        interval = params.pop("interval", None)
+        if interval is not None and interval not in INTERVAL_RULES:
+            raise InvalidInput(f"{field}.interval must be one of {', '.join(INTERVAL_RULES)}",
+                               [{"field": f"{field}.interval", "detail": f"got {interval!r}"}])
+        extra = {} if interval is None else {"interval": interval}
         checked = check_params(METHOD_PARAMS[method], params, method=method, field=field)
         if irt_options is not None:  # the IRT model of a gp_irt / p_irt predictor on another selector
             if not isinstance(irt_options, dict):
@@ -93,9 +99,9 @@ class ScoreBasedFamily:
                                    [{"field": f"{field}.irt", "detail": "an object"}])
             checked_irt = check_params(IRT_PARAMS, irt_options, method="irt", field=f"{field}.irt")
         if method == "irt":
-            return checked  # the spec's rules are all of IRTSelection's parameter checks
+            return {**checked, **extra}  # the spec's rules are all of IRTSelection's parameter checks
         if method == "auto":
-            return _check_auto_params(checked, field)
+            return {**_check_auto_params(checked, field), **extra}
         try:
             selector = SCORE_METHODS[method](k=1, seed=seed, **checked)
             if hasattr(selector, "validate_params"):
@@ -106,7 +112,7 @@ class ScoreBasedFamily:
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"invalid parameters for {method!r}: {exc}", [{"field": field,
                                                                               "detail": str(exc)}]) from None
-        return checked if irt_options is None else {**checked, "irt": checked_irt}
+        return {**checked, **extra} if irt_options is None else {**checked, **extra, "irt": checked_irt}
 
     def check_method_params(self, params: dict[str, dict[str, Any]] | None, methods: Collection[str],
                             errors: ErrorCollector, *, not_listed: str, title: str) -> dict[str, dict[str, Any]]:
@@ -290,7 +296,8 @@ def _irt_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
 def _fit_selector(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray) -> Any:
     if method == "irt":
         return IRTSelection(k=k, seed=seed, **_irt_params(method, params)).fit(Y)
-    return SCORE_METHODS[method](k=k, seed=seed, **{key: v for key, v in params.items() if key != "irt"}).fit(Y)
+    return SCORE_METHODS[method](k=k, seed=seed, **{key: v for key, v in params.items()
+                                                    if key not in NON_SELECTOR_PARAMS}).fit(Y)
 
 
 def _irt_fit(method: str, params: dict[str, Any], seed: int, fitted: Any, Y: np.ndarray, ranking: np.ndarray,
@@ -391,6 +398,9 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             fit["irt"] = _irt_fit(method, params, seed, fitted, Y, ranking, fit["weights"])
         else:
             fit["calibration"] = _cross_fitted_calibration(method, params, seed, k_b, Y, y_ref, predictor)
+            if fit["calibration"]["kind"] == "cross_fitted":  # the "calibrated" interval's optimistic half
+                fit["calibration"]["fixed_errors"] = fixed_coreset_errors(predictor_factory(predictor, fit), X_ref,
+                                                                          y_ref).tolist()
         fits[bid] = fit
         ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
 

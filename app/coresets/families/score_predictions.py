@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.auto import AveragePredictor
 from app.core.intervals import (
+    DEFAULT_INTERVAL,
     extrapolation_flag,
     guarded_predictor,
     interval_from_errors,
@@ -91,6 +92,13 @@ def _scale(benchmark: Benchmark) -> tuple[float, float]:
 
 def _clip(v: float, lo: float, hi: float) -> float:
     return float(min(max(v, lo), hi))
+
+
+def interval_rule(coreset: Coreset) -> str:
+    """The coreset's interval rule: ``params.interval`` (``app.core.intervals.INTERVAL_RULES``), else
+    :data:`~app.core.intervals.DEFAULT_INTERVAL`. ``"calibrated"`` needs the stored fixed-coreset
+    errors; a coreset selected before they were stored gets ``"conformal"``."""
+    return str((coreset.params or {}).get("interval") or DEFAULT_INTERVAL)
 
 
 def load_fits(session: Session, coreset: Coreset) -> dict[str, Any]:
@@ -175,6 +183,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
     fits = prep.fits
     stored = diagnostics.get("predictor") or coreset.predictor or DEFAULT_PREDICTOR
     explicit = bool(diagnostics.get("predictor_explicit"))
+    rule = interval_rule(coreset)
     errors = ErrorCollector()
     for values, model_name in targets:
         for bid in coreset.benchmark_ids:
@@ -199,22 +208,26 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         centers, lowers, uppers = np.zeros(T), np.zeros(T), np.zeros(T)
         kinds: list[str] = [""] * T
         used: list[np.ndarray] = [np.zeros(0)] * T
+        used_fixed: list[np.ndarray | None] = [None] * T
         calibration = fit.get("calibration") or {}
         for name in dict.fromkeys(chosen):
             rows = [t for t in range(T) if chosen[t] == name]
             residuals = ((fit.get("irt") or {}).get("residuals") or {}).get("p_irt" if name == "p_irt" else "gp_irt")
+            fixed: np.ndarray | None = None
             if calibration.get("kind") == "cross_fitted" and calibration.get("predictor") == name:
                 cal, kind = np.asarray(calibration["errors"], dtype=float), "cross_fitted"
+                if calibration.get("fixed_errors") is not None:
+                    fixed = np.asarray(calibration["fixed_errors"], dtype=float)
             elif name in IRT_PREDICTORS and residuals is not None:
                 cal, kind = np.asarray(residuals, dtype=float), "reference_residuals"
             else:
                 cal, kind = None, "leave_one_reference_out"
             if cal is not None:
                 raw = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
-                lo, hi = interval_from_errors(raw, cal, level)
+                lo, hi = interval_from_errors(raw, cal, level, fixed, rule)
                 centers[rows], lowers[rows], uppers[rows] = raw, lo, hi
                 for t in rows:
-                    kinds[t], used[t] = kind, cal
+                    kinds[t], used[t], used_fixed[t] = kind, cal, fixed
                 continue
             # AIPW for an extrapolated target, or an older coreset: leave-one-reference-out residuals
             X = np.asarray(fit["X_ref"], dtype=float)
@@ -225,13 +238,17 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             for t in rows:
                 kinds[t], used[t] = kind, ci.loo_errors
         per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
-                          "kinds": kinds, "errors": used, "n": X_t.shape[1]}
+                          "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1]}
 
-    def combine(group: list[tuple[str, float, np.ndarray, float, float]]) -> dict[str, Any]:
+    def combine(group: list[tuple[str, float, np.ndarray, float, float, np.ndarray | None]]) -> dict[str, Any]:
         # the aggregate (mean of the benchmark estimates) is calibrated on its own held-out errors,
-        # reference by reference (every benchmark has the same references): app.core.intervals.pooled_errors
+        # reference by reference (every benchmark has the same references): app.core.intervals.pooled_errors;
+        # the "calibrated" rule pools the fixed-coreset errors the same way (when every benchmark has them)
         est = float(np.mean([p[1] for p in group]))
-        lower, upper = interval_from_errors(est, pooled_errors(np.vstack([p[2] for p in group])), level)
+        fixed_parts = [p[5] for p in group]
+        fixed = (pooled_errors(np.vstack([f for f in fixed_parts if f is not None]))
+                 if all(f is not None and f.shape == group[0][2].shape for f in fixed_parts) else None)
+        lower, upper = interval_from_errors(est, pooled_errors(np.vstack([p[2] for p in group])), level, fixed, rule)
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
         return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)),
                                               finite_or_none(_clip(float(upper), lo_s, hi_s))],
@@ -240,7 +257,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
     out: list[dict[str, Any]] = []
     for t, (_, model_name) in enumerate(targets):
         entries: dict[str, dict[str, Any]] = {}
-        parts: list[tuple[str, float, np.ndarray, float, float]] = []
+        parts: list[tuple[str, float, np.ndarray, float, float, np.ndarray | None]] = []
         any_extrapolation = False
         for bid in coreset.benchmark_ids:
             pb = per_bench[bid]
@@ -249,11 +266,12 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             lower = _clip(float(pb["lowers"][t]), lo_s, hi_s)
             upper = _clip(float(pb["uppers"][t]), lo_s, hi_s)
             any_extrapolation |= bool(pb["flags"][t])
-            parts.append((prep.capabilities[bid], center, pb["errors"][t], lo_s, hi_s))
+            parts.append((prep.capabilities[bid], center, pb["errors"][t], lo_s, hi_s, pb["fixed"][t]))
             entries[prep.names[bid]] = {
                 "estimate": center, "interval": [finite_or_none(lower), finite_or_none(upper)], "std_error": None,
                 "predictor": pb["chosen"][t], "extrapolation": bool(pb["flags"][t]), "n_items": int(pb["n"]),
                 "n_total": int(fits[bid]["n_items"]), "calibration": pb["kinds"][t],
+                "interval_rule": rule if pb["fixed"][t] is not None else "conformal",
                 "method": f"{coreset.method}+{pb['chosen'][t]}",
             }
         capabilities = {cap: combine([p for p in parts if p[0] == cap]) for cap in dict.fromkeys(p[0] for p in parts)}
@@ -283,8 +301,11 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
             continue
         truth = np.asarray(fit["y_ref"], dtype=float)
         errors = np.asarray(calibration["errors"], dtype=float)
+        fixed = calibration.get("fixed_errors")
         held_out = truth - errors
-        lower, upper = interval_from_errors(held_out, errors, level)
+        lower, upper = interval_from_errors(held_out, errors, level,
+                                            None if fixed is None else np.asarray(fixed, dtype=float),
+                                            interval_rule(coreset))
         lo_s, hi_s = _scale(benchmarks[bid])
         for i, name in enumerate(names[:len(truth)]):
             rows.append({"model": name, "benchmark": benchmarks[bid].name, "true": float(truth[i]),
