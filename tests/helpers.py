@@ -6,13 +6,21 @@
 * :func:`count_rows`: rows of ORM models, to check that a rejected request stored nothing.
 * :func:`wait_for_job`, :func:`settings_for`, :class:`NoJobsDispatcher`: jobs and app settings of the
   fixtures in ``conftest``.
+* :func:`free_port`, :func:`embedded_server`: a real ``evalplan serve`` subprocess (embedded SQLite) and
+  its :class:`~app.client.EvalplanClient`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +29,11 @@ from httpx import Response
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.client import EvalplanClient, EvalplanError
 from app.db.models import LOCAL_TEAM_ID, Base, Team, utcnow
 from app.kit.settings import Settings
 
+ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "application/problem+json"
 CSV = {"content-type": "text/csv"}
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -133,3 +143,44 @@ class NoJobsDispatcher:
 def settings_for(database_url: str, **overrides: object) -> Settings:
     values: dict[str, object] = {"database_url": database_url, "redis_url": None, **overrides}
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def embedded_server(folder: Path, *, env: dict[str, str] | None = None, **client_options: Any
+                    ) -> Iterator[EvalplanClient]:
+    """``evalplan serve`` on an embedded SQLite file in ``folder`` (no Redis: in-process jobs) and a client
+    for it once ``/health`` answers (up to 180 s: a loaded machine imports the app slowly); the server is
+    stopped after, and the tail of its output printed. ``env``: extra environment of the server."""
+    port = free_port()
+    server_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env or {}),
+                  "EVALPLAN_DATABASE_URL": f"sqlite:///{folder / 'evalplan.db'}", "EVALPLAN_LOG_LEVEL": "WARNING"}
+    server_env.pop("EVALPLAN_REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=folder, env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = EvalplanClient(f"http://127.0.0.1:{port}", **{"timeout": 60, **client_options})
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if client.health() == {"status": "ok"}:
+                    break
+            except (OSError, EvalplanError):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("embedded server did not start") from None
+                time.sleep(0.2)
+        yield client
+    finally:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print(out[-5000:])

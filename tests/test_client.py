@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_embedded_server import free_port
+from helpers import embedded_server
 
 from app.client import EvalplanClient, EvalplanError, run_session
 
@@ -20,33 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    port = free_port()
-    env = {**os.environ, "EVALPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'evalplan.db'}", "HF_HUB_OFFLINE": "1",
-           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
-    env.pop("EVALPLAN_REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    client = EvalplanClient(base, timeout=60)
-    try:
-        for _ in range(300):
-            try:
-                if client.request("GET", "/health") == {"status": "ok"}:
-                    break
-            except (OSError, EvalplanError):
-                time.sleep(0.1)
-        else:
-            raise AssertionError("embedded server did not start")
+def server(tmp_path: Path) -> Iterator[EvalplanClient]:
+    with embedded_server(tmp_path) as client:
         yield client
-    finally:
-        proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        print(out[-5000:])
 
 
 def upload_benchmark(client: EvalplanClient, name: str = "ci-bench") -> dict[str, float]:

@@ -5,78 +5,42 @@ coreset scores and read estimates with intervals."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from helpers import embedded_server
 
 
 def test_embedded_server_coreset_journey(tmp_path):
-    port = free_port()
-    env = {**os.environ, "EVALPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'evalplan.db'}", "HF_HUB_OFFLINE": "1",
-           "EVALPLAN_LOG_LEVEL": "WARNING"}
-    env.pop("EVALPLAN_REDIS_URL", None)
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=base, timeout=60) as http:
-            for _ in range(200):
-                try:
-                    if http.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
-            else:
-                raise AssertionError("embedded server did not start")
-            assert http.get("/docs").status_code == 200
+    with embedded_server(tmp_path) as api, httpx.Client(base_url=api.base_url, timeout=60) as http:
+        assert http.get("/docs").status_code == 200
 
-            assert http.post("/v1/benchmarks", json={"name": "quiz", "capability": "knowledge",
-                                                      "score_kind": "binary"}).status_code == 201
-            items = [{"id": str(i), "prompt": f"Question {i}: what is {i} squared?", "target": str(i * i)}
-                     for i in range(30)]
-            r = http.post("/v1/benchmarks/quiz/items", content="\n".join(json.dumps(x) for x in items),
-                          headers={"content-type": "application/x-ndjson"})
-            assert r.json()["created"] == 30
+        assert http.post("/v1/benchmarks", json={"name": "quiz", "capability": "knowledge",
+                                                  "score_kind": "binary"}).status_code == 201
+        items = [{"id": str(i), "prompt": f"Question {i}: what is {i} squared?", "target": str(i * i)}
+                 for i in range(30)]
+        r = http.post("/v1/benchmarks/quiz/items", content="\n".join(json.dumps(x) for x in items),
+                      headers={"content-type": "application/x-ndjson"})
+        assert r.json()["created"] == 30
 
-            r = http.post("/v1/coresets", json={"method": "facility_location", "benchmarks": ["quiz"], "budget": 5})
-            assert r.status_code == 202, r.text
-            job_id, coreset_id = r.json()["job"]["id"], r.json()["coreset"]["id"]
-            deadline = time.monotonic() + 180
-            while (job := http.get(f"/v1/jobs/{job_id}").json())["status"] in ("queued", "running"):
-                assert time.monotonic() < deadline, job
-                time.sleep(0.2)
-            assert job["status"] == "succeeded", job
+        r = http.post("/v1/coresets", json={"method": "facility_location", "benchmarks": ["quiz"], "budget": 5})
+        assert r.status_code == 202, r.text
+        job_id, coreset_id = r.json()["job"]["id"], r.json()["coreset"]["id"]
+        deadline = time.monotonic() + 180
+        while (job := http.get(f"/v1/jobs/{job_id}").json())["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+        assert job["status"] == "succeeded", job
 
-            coreset = http.get(f"/v1/coresets/{coreset_id}").json()
-            assert len(coreset["items"]) == 5
-            exported = http.get(f"/v1/coresets/{coreset_id}/export", params={"format": "lm-eval"}).json()
-            assert exported == {"quiz": sorted(int(i["item"]) for i in coreset["items"])}
+        coreset = http.get(f"/v1/coresets/{coreset_id}").json()
+        assert len(coreset["items"]) == 5
+        exported = http.get(f"/v1/coresets/{coreset_id}/export", params={"format": "lm-eval"}).json()
+        assert exported == {"quiz": sorted(int(i["item"]) for i in coreset["items"])}
 
-            scores = [{"benchmark": "quiz", "item": i["item"], "score": int(i["item"]) % 2} for i in coreset["items"]]
-            prediction = http.post(f"/v1/coresets/{coreset_id}/predict", json={"scores": scores}).json()
-            estimate = prediction["benchmarks"]["quiz"]
-            assert abs(estimate["estimate"] - sum(s["score"] for s in scores) / 5) < 1e-12
-            assert estimate["interval"][0] <= estimate["estimate"] <= estimate["interval"][1]
-            assert prediction["overall"]["estimate"] == estimate["estimate"]
-    finally:
-        server.terminate()
-        try:
-            out, _ = server.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            out, _ = server.communicate()
-        print(out[-5000:])
+        scores = [{"benchmark": "quiz", "item": i["item"], "score": int(i["item"]) % 2} for i in coreset["items"]]
+        prediction = http.post(f"/v1/coresets/{coreset_id}/predict", json={"scores": scores}).json()
+        estimate = prediction["benchmarks"]["quiz"]
+        assert abs(estimate["estimate"] - sum(s["score"] for s in scores) / 5) < 1e-12
+        assert estimate["interval"][0] <= estimate["estimate"] <= estimate["interval"][1]
+        assert prediction["overall"]["estimate"] == estimate["estimate"]
     assert (tmp_path / "evalplan.db").exists()

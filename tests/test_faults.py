@@ -22,7 +22,7 @@ import psutil
 import pytest
 from browser import _serve
 from fastapi.testclient import TestClient
-from helpers import settings_for, wide_csv
+from helpers import free_port, settings_for, wide_csv
 from sqlalchemy import Engine, func, select
 from test_worker import celery_settings, clean_env, cli, stop
 
@@ -269,12 +269,6 @@ def start_api(pg_url: str, port: int, log_path: Path) -> subprocess.Popen:
             time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     raise AssertionError("evalplan serve did not start: " + log_path.read_text(errors="replace")[-2000:])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_kill_9_of_the_api_mid_keyed_request_then_the_retry_works(pg_engine: Engine, database_urls: dict[str, str],

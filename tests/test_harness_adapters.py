@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from harness_runs import LM_EVAL_TASK, arith_correct, arith_samples, inspect_log, lm_eval_task_dir, mock_model
-from test_embedded_server import free_port
+from helpers import embedded_server
 
 from app.client import EvalplanClient, EvalplanError
 
@@ -25,32 +25,8 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONP
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalplanClient]:
-    folder = tmp_path_factory.mktemp("server")
-    port = free_port()
-    env = {**ENV, "EVALPLAN_DATABASE_URL": f"sqlite:///{folder / 'evalplan.db'}", "EVALPLAN_LOG_LEVEL": "WARNING"}
-    env.pop("EVALPLAN_REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    client = EvalplanClient(f"http://127.0.0.1:{port}", timeout=60, retries=0)
-    try:
-        deadline = time.monotonic() + 180  # a loaded machine imports the app slowly
-        while True:
-            try:
-                if client.health() == {"status": "ok"}:
-                    break
-            except (OSError, EvalplanError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("embedded server did not start") from None
-                time.sleep(0.2)
+    with embedded_server(tmp_path_factory.mktemp("server"), env={"HF_DATASETS_OFFLINE": "1"}, retries=0) as client:
         yield client
-    finally:
-        proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        print(out[-5000:])
 
 
 def reference_scores(client: EvalplanClient, benchmark: str, item_ids: list[str], n_refs: int = 6) -> None:
