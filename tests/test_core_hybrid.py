@@ -165,6 +165,16 @@ def test_a_biased_selection_loses_to_random_and_random_is_recommended() -> None:
     assert recommendation("facility_location", comparison, 3)["method"] == "stratified_random"
 
 
+def test_recommendation_rule_is_the_rmse_ratio() -> None:
+    base = {"rmse": 0.05, "random_rmse": 0.05, "p_beats_random": 0.45, "random_interval": {"level": 0.95,
+                                                                                          "half_width": 0.1}}
+    assert recommendation("facility_location_hybrid", {**base, "rmse_ratio": 0.9}, 1)["method"] == \
+        "facility_location_hybrid"
+    assert recommendation("facility_location_hybrid", {**base, "rmse_ratio": 1.0}, 1)["method"] == "random"
+    assert recommendation("k_center", {**base, "rmse_ratio": float("nan")}, 1)["method"] == "random"
+    assert recommendation("random", {**base, "rmse_ratio": 1.5}, 1)["method"] == "random"
+
+
 def test_random_is_about_even_with_random() -> None:
     Y, _ = synthetic_scores()
     labels = np.zeros(Y.shape[1], dtype=np.int64)
