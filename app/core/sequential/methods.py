@@ -11,10 +11,12 @@ from .fluid_irt import FluidIRTEstimator
 from .prior import BucketPrior
 from .proeval_bq import ProEvalBQEstimator
 from .refgp import RefGPEstimator
+from .refgp_v2 import RefGPV2Estimator
 
 DEFAULT_METHOD = "refgp_ivr"
 ESTIMATORS: dict[str, Any] = {
-    "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
+    "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md)
+    "refgp_ivr": RefGPEstimator,
     "bayesame": SequentialEstimator,  # papers/004
     "bayesame_rs": SequentialEstimator,
     "rs_mean": SequentialEstimator,

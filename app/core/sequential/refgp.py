@@ -70,9 +70,11 @@ class RefFeatures:
         return int(self.phi.shape[1])
 
 
-def ref_features(prior: BucketPrior) -> RefFeatures:
-    """The features of ``prior`` (computed once per prior and process: O(B M^2 + M^3))."""
-    cached = derived(prior, "refgp_features")
+def ref_features(prior: BucketPrior, k_max: int = K_MAX, rho_factor: float = RHO_FACTOR) -> RefFeatures:
+    """The features of ``prior`` with at most ``k_max`` reference directions (computed once per prior,
+    settings and process: O(B M^2 + M^3))."""
+    key = "refgp_features" if (k_max, rho_factor) == (K_MAX, RHO_FACTOR) else f"refgp_features:{k_max}:{rho_factor}"
+    cached = derived(prior, key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     V = prior.bucket_vectors
@@ -87,7 +89,7 @@ def ref_features(prior: BucketPrior) -> RefFeatures:
     order = np.argsort(lam)[::-1]
     lam, U = lam[order], U[:, order]
     keep = int(np.sum(lam > max(float(lam[0]), 1e-300) * 1e-9)) if lam.size and lam[0] > 0 else 0
-    keep = min(keep, K_MAX)
+    keep = min(keep, k_max)
     F = Z @ U[:, :keep]
     phi = np.column_stack([np.ones_like(u), u - u_bar, F])
     item_var = np.einsum("ij,ij->i", Z, Z)
@@ -95,10 +97,10 @@ def ref_features(prior: BucketPrior) -> RefFeatures:
     mean_item_var = max(float(Nb @ item_var / N), 1e-8)
     model_means = Nb @ V / N
     var_models = float(np.var(model_means, ddof=1)) if M > 1 else 0.0
-    centers = np.log([max(4.0 * var_models, 1e-4), 0.25, 1.0, 1.0, RHO_FACTOR * mean_item_var])
+    centers = np.log([max(4.0 * var_models, 1e-4), 0.25, 1.0, 1.0, rho_factor * mean_item_var])
     m0 = np.zeros(phi.shape[1])
     m0[0], m0[1] = u_bar, 1.0
-    return store_derived(prior, "refgp_features",  # type: ignore[no-any-return]
+    return store_derived(prior, key,  # type: ignore[no-any-return]
                          RefFeatures(np.ascontiguousarray(phi), omega, m0, centers, u_bar))
 
 
@@ -125,7 +127,7 @@ def residual_variance(theta: np.ndarray, omega: np.ndarray) -> np.ndarray:
 
 
 def neg_log_evidence(theta: np.ndarray, phi: np.ndarray, omega: np.ndarray, cnt: np.ndarray, ysum: np.ndarray,
-                     yysum: np.ndarray, m0: np.ndarray, centers: np.ndarray) -> float:
+                     yysum: np.ndarray, m0: np.ndarray, centers: np.ndarray, sds: np.ndarray = PRIOR_SDS) -> float:
     """-log p(y_C | theta) - log p(theta) over the observed buckets (``phi``, ``omega`` their rows;
     ``cnt``, ``ysum``, ``yysum`` the count, sum and sum of squares of their scores): matrix
     determinant lemma and Woodbury in feature space, O(n_b D^2 + D^3)."""
@@ -145,7 +147,7 @@ def neg_log_evidence(theta: np.ndarray, phi: np.ndarray, omega: np.ndarray, cnt:
     a = solve_triangular(L, c, lower=True, check_finite=False)
     quad = float((rr / nu).sum()) - float(a @ a)
     logdet = 2.0 * float(np.log(np.diag(L)).sum()) - float(np.log(p0).sum()) + float((cnt * np.log(nu)).sum())
-    penalty = 0.5 * float((((theta - centers) / PRIOR_SDS) ** 2).sum())
+    penalty = 0.5 * float((((theta - centers) / sds) ** 2).sum())
     return float(0.5 * (quad + logdet + float(cnt.sum()) * LOG_2PI) + penalty)
 
 
@@ -153,10 +155,14 @@ class RefGPEstimator(ItemEstimator):
     """Reference-score GP with integral-variance-reduction selection (the module docstring)."""
 
     method = "refgp_ivr"
+    k_max = K_MAX  # reference directions kept as features
+    rho_factor = RHO_FACTOR  # centre of rho2's hyperprior, x the mean item variance over references
+    prior_sds = PRIOR_SDS  # sds of the log-normal hyperpriors (tau0, tau1, s2, r2, rho2)
+    max_fit_buckets: int | None = None  # refits on at most this many observed buckets (None: all)
 
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
         super().__init__(prior, config)
-        self.features = feats = ref_features(prior)
+        self.features = feats = ref_features(prior, self.k_max, self.rho_factor)
         self._phi = feats.phi
         self._n_feat = feats.dim - 2
         B = prior.n_buckets
@@ -165,6 +171,8 @@ class RefGPEstimator(ItemEstimator):
         self._cnt = np.zeros(B)  # observed: count, sum and sum of squares of the scores per bucket
         self._ysum = np.zeros(B)
         self._yysum = np.zeros(B)
+        self._off = np.zeros(B)  # a fixed offset of the prior mean per bucket (refgp_ivr: none)
+        self._off_U = 0.0  # sum of the offsets over the unobserved items
         self._theta = feats.centers.copy()
         self._next_refit = 3
         self._install()
@@ -188,7 +196,8 @@ class RefGPEstimator(ItemEstimator):
         L = _chol(Lam)
         Sigma = cho_solve((L, True), np.eye(Lam.shape[0]), check_finite=False)
         self._Sigma = 0.5 * (Sigma + Sigma.T)
-        self._m = self._Sigma @ (p0 * self.features.m0 + phi_o.T @ (self._ysum[obs] / self._nu[obs]))
+        ysum, _ = self._ystats(obs)
+        self._m = self._Sigma @ (p0 * self.features.m0 + phi_o.T @ (ysum / self._nu[obs]))
         self._d = np.einsum("ij,ij->i", self._phi @ self._Sigma, self._phi)
         self._nu_U = float(self._w @ self._nu)
 
@@ -198,13 +207,14 @@ class RefGPEstimator(ItemEstimator):
         nu = float(self._nu[b])
         g = self._Sigma @ phi
         den = nu + float(phi @ g)
-        self._m = self._m + g * ((score - float(phi @ self._m)) / den)
+        self._m = self._m + g * ((score - float(self._off[b]) - float(phi @ self._m)) / den)
         self._Sigma -= np.outer(g, g) / den
         self._d -= (self._phi @ g) ** 2 / den
         np.maximum(self._d, 0.0, out=self._d)
         self._w[b] -= 1.0
         self._S = self._S - phi
         self._nu_U -= nu
+        self._off_U -= float(self._off[b])
         self._cnt[b] += 1.0
         self._ysum[b] += score
         self._yysum[b] += score * score
@@ -222,22 +232,44 @@ class RefGPEstimator(ItemEstimator):
     def refit(self) -> None:
         """MAP hyperparameters from the current observations (warm start, bounded L-BFGS)."""
         with one_blas_thread():
+            self._refit_offset()
             c = self.features.centers
-            obs = np.flatnonzero(self._cnt)
+            obs = self._fit_buckets()
+            ysum, yysum = self._ystats(obs)
             res = minimize(neg_log_evidence, self._theta,
-                           args=(self._phi[obs], self.features.omega[obs], self._cnt[obs], self._ysum[obs],
-                                 self._yysum[obs], self.features.m0, c),
-                           method="L-BFGS-B", bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, PRIOR_SDS)],
+                           args=(self._phi[obs], self.features.omega[obs], self._cnt[obs], ysum, yysum,
+                                 self.features.m0, c, self.prior_sds),
+                           method="L-BFGS-B",
+                           bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, self.prior_sds)],
                            options={"maxiter": REFIT_MAXITER})
             if np.all(np.isfinite(res.x)):
                 self._theta = np.asarray(res.x, dtype=np.float64)
             self.n_refits += 1
             self._install()
 
+    def _ystats(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-bucket sum and sum of squares of the observed scores minus the offset, on ``obs``."""
+        o, c, ys = self._off[obs], self._cnt[obs], self._ysum[obs]
+        return ys - c * o, self._yysum[obs] - 2.0 * o * ys + c * o * o
+
+    def _refit_offset(self) -> None:
+        """Hook: refit the prior-mean offset before the hyperparameters (``refgp_ivr``: none)."""
+        return None
+
+    def _fit_buckets(self) -> np.ndarray:
+        """The observed buckets a refit uses: all, or a seeded uniform subset of ``max_fit_buckets``
+        of them (bounds a refit's cost at O(max_fit_buckets D^2) per evaluation)."""
+        obs = np.flatnonzero(self._cnt)
+        cap = self.max_fit_buckets
+        if cap is None or obs.size <= cap:
+            return obs
+        rng = np.random.default_rng([self.config.seed, self.n_observed, 7])
+        return np.sort(rng.choice(obs, size=cap, replace=False))
+
     def _set_estimate(self) -> None:
         N = float(self.n_items)
         S = self._S
-        self.estimate = float((self._sum_s + float(S @ self._m)) / N)
+        self.estimate = float((self._sum_s + self._off_U + float(S @ self._m)) / N)
         var = (float(S @ self._Sigma @ S) + max(self._nu_U, 0.0)) / (N * N)
         self.variance = float(max(var, 0.0))
 
