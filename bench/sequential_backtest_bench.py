@@ -41,7 +41,7 @@ DATASETS = ("openllm_v2_musr", "openllm_v2_math_hard", "helm_lite_commonsense", 
             "helm_lite_med_qa", "helm_lite_mmlu", "alpacaeval1")
 BUDGETS = (25, 50, 100, 200)
 HALF_WIDTHS = (0.02, 0.01)
-DEFAULT_NAMES = ("refgp_ivr",)  # the default method, when present (app.core.sequential.DEFAULT_METHOD)
+DEFAULT_NAMES = ("refgp_v2", "refgp_ivr")  # the default method, when present (app.core.sequential.DEFAULT_METHOD)
 PEERS = ("proeval_bq", "fluid_irt")
 
 

@@ -13,7 +13,7 @@ from .proeval_bq import ProEvalBQEstimator
 from .refgp import RefGPEstimator
 from .refgp_v2 import RefGPV2Estimator
 
-DEFAULT_METHOD = "refgp_ivr"
+DEFAULT_METHOD = "refgp_v2"
 ESTIMATORS: dict[str, Any] = {
     "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md)
     "refgp_ivr": RefGPEstimator,
