@@ -40,10 +40,10 @@ class SessionCreate(RequestModel):
         None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
                           "scores on the benchmark except the target. At least 2.")
     method: str | None = Field(
-        None, description="refgp_v2 (the default: reference-score GP with a logit-shift prior mean, "
-                          "integral-variance-reduction selection; docs/SEQUENTIAL.md), refgp_ivr, bayesame "
+        None, description="refgp_ivr (the default: reference-score GP, integral-variance-reduction selection; "
+                          "docs/SEQUENTIAL.md), refgp_v2 (refgp_ivr with a logit-shift prior mean), bayesame "
                           "(papers/004), bayesame_rs, rs_mean, proeval_bq (ProEval's BQ), fluid_irt "
-                          "(Fluid Benchmarking). Omitted: refgp_v2 (bayesame for multi-target sessions). "
+                          "(Fluid Benchmarking). Omitted: refgp_ivr (bayesame for multi-target sessions). "
                           "The response carries the resolved name.",
         json_schema_extra={"enum": list(METHODS)})
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")

@@ -13,10 +13,10 @@ from .proeval_bq import ProEvalBQEstimator
 from .refgp import RefGPEstimator
 from .refgp_v2 import RefGPV2Estimator
 
-DEFAULT_METHOD = "refgp_v2"
+DEFAULT_METHOD = "refgp_ivr"
 ESTIMATORS: dict[str, Any] = {
-    "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md)
-    "refgp_ivr": RefGPEstimator,
+    "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md; not the default)
+    "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
     "bayesame": SequentialEstimator,  # papers/004
     "bayesame_rs": SequentialEstimator,
     "rs_mean": SequentialEstimator,
