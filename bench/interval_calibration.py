@@ -1,4 +1,4 @@
-"""Coverage and width of score-based coreset intervals on held-out models, today's vs candidates (issue 16 §2).
+"""Coverage and width of score-based coreset intervals on held-out models: the old rule vs the new default (issue 16 §2).
 
 ``nice -n 10 python -m bench.interval_calibration [--datasets a,b] [--methods mrmr,anchor_points]
 [--seeds 2] [--write docs/RESULTS.md]``
@@ -7,13 +7,16 @@ Protocol: :func:`app.core.backtest.split_models` (30 stratified references, ever
 out), a 10% coreset selected on the references, the predictor fitted on them; held-out coverage and
 mean width at 80/90/95% of three half-widths, all computed from the references alone:
 
-* ``cross_fitted`` (today's default, ``app.core.intervals``): the split-conformal quantile of the
-  references' cross-fitted errors (selector + predictor refitted on ten folds);
+* ``cross_fitted`` (``params.interval: "conformal"``, the default before issue 16): the
+  split-conformal quantile of the references' cross-fitted errors (selector + predictor refitted
+  on ten folds);
 * ``loo_fixed``: the same quantile of leave-one-reference-out errors of the predictor on the chosen
   coreset (selection not refitted: no account of selection, the pre-issue-9 rule);
-* ``mean_of_both``: the mean of the two half-widths.
+* ``calibrated`` (the default since issue 16, ``app.core.intervals.calibrated_half_width``): scale
+  ``sqrt(RMS cross-fitted * RMS loo_fixed)``, shape the conformal quantile of both sets'
+  standardised errors pooled.
 
-This is a diagnosis (no new default ships with it); see docs/RESULTS.md for the reading.
+The width ratio calibrated / cross_fitted is printed per row. See docs/RESULTS.md for the reading.
 """
 
 from __future__ import annotations
@@ -27,14 +30,14 @@ import numpy as np
 
 from app.benchmarks.score_formats import parse_wide_csv
 from app.core.backtest import _factory, _select, _selection_aware_errors, impute_item_mean, split_models
-from app.core.intervals import interval_from_errors, loo_conformal_interval
+from app.core.intervals import calibrated_half_width, interval_from_errors, loo_conformal_interval
 from app.core.score_scale import ScoreScale
 from bench.markdown_sections import INTERPRETATION, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- interval-calibration -->", "<!-- /interval-calibration -->"
 LEVELS = (0.8, 0.9, 0.95)
-VARIANTS = ("cross_fitted", "loo_fixed", "mean_of_both")
+VARIANTS = ("cross_fitted", "loo_fixed", "calibrated")
 PREDICTOR = {"mrmr": "kernel_ridge", "anchor_points": "weighted_mean", "random_search": "kernel_ridge",
              "random": "kernel_ridge", "lasso": "kernel_ridge"}
 PARAMS = {"anchor_points": {"n_init": 1, "swap": "never"}, "random_search": {"n_trials": 200}}
@@ -74,7 +77,7 @@ def run(name: str, method: str, seeds: int) -> dict[tuple[str, float], list[tupl
         assert loo is not None
         for level in LEVELS:
             h_cf, h_loo = half(cf, level), half(loo, level)
-            for v, h in zip(VARIANTS, (h_cf, h_loo, (h_cf + h_loo) / 2)):
+            for v, h in zip(VARIANTS, (h_cf, h_loo, calibrated_half_width(cf, loo, level))):
                 out.setdefault((v, level), []).append((float(np.mean(err_t <= h)), 2 * h))
     return out
 
@@ -103,11 +106,12 @@ def main() -> None:
     cmd = (f"nice -n 10 python -m bench.interval_calibration --datasets {args.datasets} --methods {args.methods} "
            f"--seeds {args.seeds} --write docs/RESULTS.md")
     section = "\n".join([
-        START, "## Score-based intervals: held-out coverage / width by calibration (issue 16 §2, diagnosis)", "",
+        START, "## Score-based intervals: held-out coverage / width by calibration (issue 16 §2)", "",
         f"`{cmd}` ({(time.perf_counter() - t0) / 60:.1f} min on 2 shared cores). 30 stratified references, "
         "every other model held out, 10% coresets; each cell is held-out coverage / mean width (points), "
-        f"mean over {args.seeds} seeds. `cross_fitted` is today's interval; `loo_fixed` ignores the selection; "
-        "`mean_of_both` is their mean. Target: coverage within ±0.03 of nominal at the smallest width.", "",
+        f"mean over {args.seeds} seeds. `cross_fitted` is the rule before issue 16 (`params.interval: \"conformal\"`); "
+        "`loo_fixed` ignores the selection; `calibrated` is the default since issue 16 (docs/DECISIONS.md "
+        "\"Score-based intervals\"). Target: coverage within ±0.03 of nominal at the smallest width.", "",
         *lines, "", INTERPRETATION[0], INTERPRETATION[1], END])
     print(section)
     if args.write:
