@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -27,6 +28,7 @@ from app.coresets.schemas import (
     DeprecateRequest,
     PredictRequest,
 )
+from app.db.models import Coreset
 from app.embeddings.service import allowed_model
 from app.kit.caller import SCOPE_EXTRA
 from app.kit.deps import AppSettings, DbSession, JobQueue, Pagination, accepted
@@ -109,32 +111,31 @@ def _out(session: DbSession, coreset_id: str) -> CoresetOut:
                                                                                                       coreset_id)))
 
 
+def _curate(session: DbSession, coreset_id: str, change: Callable[[Coreset], object]) -> CoresetOut:
+    """``change`` the coreset (locked for a write), commit, and answer it."""
+    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
+    change(coreset)
+    session.commit()
+    return _out(session, coreset.id)
+
+
 @router.patch("/{coreset_id}", response_model=CoresetOut)
 def patch_coreset(coreset_id: str, body: VisibilityPatch, session: DbSession) -> CoresetOut:
     """Change the visibility (`private` or `public`); audited."""
-    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
-    curation.set_visibility(session, coreset, body.visibility)
-    session.commit()
-    return _out(session, coreset.id)
+    return _curate(session, coreset_id, lambda coreset: curation.set_visibility(session, coreset, body.visibility))
 
 
 @router.post("/{coreset_id}/publish", response_model=CoresetOut)
 def publish_coreset(coreset_id: str, session: DbSession) -> CoresetOut:
     """Freeze a ready version: its items, weights, fitted predictor and calibration never change, and it
     cannot be deleted. Sets `published_at` and `published_by`; publishing again is a no-op."""
-    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
-    curation.publish(session, coreset)
-    session.commit()
-    return _out(session, coreset.id)
+    return _curate(session, coreset_id, lambda coreset: curation.publish(session, coreset))
 
 
 @router.post("/{coreset_id}/deprecate", response_model=CoresetOut)
 def deprecate_coreset(coreset_id: str, body: DeprecateRequest, session: DbSession) -> CoresetOut:
     """Mark a published version deprecated with a message every reader sees."""
-    coreset = coreset_service.get_coreset(session, coreset_id, write=True, for_update=True)
-    curation.deprecate(session, coreset, body.message)
-    session.commit()
-    return _out(session, coreset.id)
+    return _curate(session, coreset_id, lambda coreset: curation.deprecate(session, coreset, body.message))
 
 
 @router.delete("/{coreset_id}", status_code=204, response_class=Response)
