@@ -21,11 +21,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bench.markdown_sections import write_section
-from bench.server import ROOT, free_port, fresh_database
+from bench.server import ROOT, free_port, fresh_database, source_tree
 
 START, END = "<!-- observation-load -->", "<!-- /observation-load -->"
 DATASET = "openllm_v2_musr"
@@ -42,6 +43,7 @@ ITEMS = rows[0][1:]
 TRUTH = {r[0]: dict(zip(ITEMS, r[1:])) for r in rows[1:]}
 TARGETS = [r[0] for r in rows[1:1 + int(os.environ["LOAD_CLIENTS"])]]
 REFERENCES = [r[0] for r in rows[1 + int(os.environ["LOAD_CLIENTS"]):]]
+SESSIONS = os.environ["LOAD_SESSIONS"].split(",")
 COUNTER = {"n": 0}
 
 
@@ -49,12 +51,17 @@ class Evaluator(HttpUser):
     wait_time = constant(0)
 
     def on_start(self):
-        self.target = TARGETS[COUNTER["n"] % len(TARGETS)]
+        k = COUNTER["n"] % len(TARGETS)
         COUNTER["n"] += 1
-        self.new_session()
+        self.target = TARGETS[k]
+        # the bench created each client's first session before the timed run (not in the figures)
+        r = self.client.get(f"/v1/sessions/{SESSIONS[k]}", name="read")
+        if r.status_code != 200:
+            raise StopUser()
+        self.session = r.json()
 
     def new_session(self):
-        body = {"benchmark": "musr", "target": self.target, "reference_models": REFERENCES, "max_items": 700}
+        body = {"benchmark": "musr", "target": self.target, "reference_models": REFERENCES}
         method = os.environ.get("LOAD_METHOD")
         if method:
             body["method"] = method
@@ -86,13 +93,13 @@ def data_dir() -> Path:
     return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
 
-def start_server(database_url: str, workers: int, log: Path) -> tuple[str, subprocess.Popen]:
+def start_server(database_url: str, workers: int, log: Path, src: Path = ROOT) -> tuple[str, subprocess.Popen]:
     port = free_port()
     env = {**os.environ, "EVALPLAN_DATABASE_URL": database_url, "HF_HUB_OFFLINE": "1",
-           "EVALPLAN_LOG_LEVEL": "WARNING"}
+           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(src)}
     env.pop("EVALPLAN_REDIS_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", str(workers)], env=env, cwd=ROOT, stdout=log.open("w"),
+                             "--workers", str(workers)], env=env, cwd=src, stdout=log.open("w"),
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -106,31 +113,54 @@ def start_server(database_url: str, workers: int, log: Path) -> tuple[str, subpr
     raise RuntimeError(f"server did not start; see {log}")
 
 
-def run(workers: int, seconds: int, method: str | None) -> dict[str, float]:
+def cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of a process and its children (uvicorn workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [root_pid]
+    try:
+        pids += [int(p) for p in Path(f"/proc/{root_pid}/task/{root_pid}/children").read_text().split()]
+    except OSError:
+        pass
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def run(workers: int, seconds: int, method: str | None, label: str, ref: str | None) -> dict[str, Any]:
     scores = data_dir() / DATASET / "scores.csv"
     url = fresh_database("evalplan_bench_load")
-    with tempfile.TemporaryDirectory() as tmp_dir:
+    names = [row[0] for row in csv.reader(scores.open())][1:]
+    body = {"benchmark": "musr", "reference_models": names[CLIENTS:], **({"method": method} if method else {})}
+    with tempfile.TemporaryDirectory() as tmp_dir, source_tree(ref) as src:
         tmp = Path(tmp_dir)
-        base, proc = start_server(url, workers, Path(tempfile.gettempdir()) / f"evalplan_load_server_{workers}.log")
+        base, proc = start_server(url, workers, Path(tempfile.gettempdir()) / f"evalplan_load_server_{workers}.log", src)
         try:
             with httpx.Client(base_url=base, timeout=300) as client:
                 assert client.post("/v1/benchmarks", json={"name": "musr", "score_kind": "binary"}).status_code == 201
                 r = client.post("/v1/benchmarks/musr/scores", content=scores.read_bytes(),
                                 headers={"content-type": "text/csv"})
                 assert r.status_code == 200, r.text
-                # warm-up (not timed): the first session computes and stores the shared prior
-                names = [row[0] for row in csv.reader(scores.open())][1:]
-                r = client.post("/v1/sessions", json={"benchmark": "musr", "target": names[0],
-                                                      "reference_models": names[CLIENTS:], "max_items": 700,
-                                                      **({"method": method} if method else {})})
-                assert r.status_code == 201, r.text
+                # not timed: the shared prior (first create) and each client's first session
+                sessions = []
+                for k in range(CLIENTS):
+                    r = client.post("/v1/sessions", json={**body, "target": names[k]})
+                    assert r.status_code == 201, r.text
+                    sessions.append(r.json()["id"])
             (tmp / "locustfile.py").write_text(LOCUSTFILE)
             env = {**os.environ, "LOAD_SCORES": str(scores), "LOAD_CLIENTS": str(CLIENTS),
-                   "LOAD_METHOD": method or ""}
+                   "LOAD_METHOD": method or "", "LOAD_SESSIONS": ",".join(sessions)}
+            cpu0 = cpu_seconds(proc.pid)
             subprocess.run([sys.executable, "-m", "locust", "-f", str(tmp / "locustfile.py"), "--headless",
                             "-u", str(CLIENTS), "-r", str(CLIENTS), "-t", f"{seconds}s", "--host", base,
                             "--csv", str(tmp / "load"), "--only-summary", "--loglevel", "WARNING"],
                            env=env, check=False, cwd=tmp, timeout=seconds + 300)
+            cpu = cpu_seconds(proc.pid) - cpu0
+            load = os.getloadavg()[0]
             with (tmp / "load_stats.csv").open() as fh:
                 stats = {row["Name"]: row for row in csv.DictReader(fh)}
         finally:
@@ -138,27 +168,43 @@ def run(workers: int, seconds: int, method: str | None) -> dict[str, float]:
             proc.wait(30)
     obs = stats["observation"]
     create = stats.get("create", {})
-    return {"workers": workers, "posts": float(obs["Request Count"]), "errors": float(obs["Failure Count"]),
+    posts = float(obs["Request Count"])
+    return {"label": label, "workers": workers, "posts": posts, "errors": float(obs["Failure Count"]),
             "rps": float(obs["Requests/s"]), "p50": float(obs["50%"]), "p99": float(obs["99%"]),
             "creates": float(create.get("Request Count", 0) or 0),
-            "create_errors": float(create.get("Failure Count", 0) or 0)}
+            "create_errors": float(create.get("Failure Count", 0) or 0),
+            "cpu_ms": 1000 * cpu / max(posts, 1), "load": load}
 
 
-def section(rows: list[dict[str, float]], seconds: int, method: str | None) -> str:
+def section(rows: list[dict[str, Any]], seconds: int, method: str | None, argv: list[str]) -> str:
     lines = [START, "<!-- written by `python -m bench.load_observations --write docs/PERFORMANCE.md` -->",
              "### Observation load (PostgreSQL, locust, 8 clients)", "",
-             f"8 locust clients, each looping over its own `{DATASET}` session (429 x 756; references: the other "
-             f"421 models; the shared prior computed before the run), {seconds} s per row, method `{method or 'default'}`; observation posts only. Goal: "
-             ">= 150 posts/s, p50 <= 30 ms, p99 <= 250 ms, 0 errors. Before (issue 13): 44 posts/s, p50 119 ms, "
-             "p99 1.2 s.", "",
-             "| uvicorn workers | posts | posts/s | p50 (ms) | p99 (ms) | errors | sessions created |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             f"`nice -n 10 python -m bench.load_observations {' '.join(argv)}`. 8 locust clients, each looping over "
+             f"its own `{DATASET}` session (429 x 756; references: the other 421 models, one shared prior; "
+             f"method `{method or 'default'}`); each client's first session is created before the timed "
+             f"{seconds} s (a stopped session is replaced by a new one, timed as `create`); figures are of the "
+             "observation posts only. Server CPU = user + system CPU seconds of the `evalplan serve` processes "
+             "during the run / posts (less sensitive to the other load than wall times). Load = 1-minute load "
+             "average at the end of the row (2 cores shared with other work; the goals are for an idle machine). "
+             "Goal: >= 150 posts/s, p50 <= 30 ms, p99 <= 250 ms, 0 errors. Before (issue 13): 44 posts/s, p50 "
+             "119 ms, p99 1.2 s.", "",
+             "| code | uvicorn workers | posts | posts/s | p50 (ms) | p99 (ms) | errors | server CPU per post (ms) "
+             "| sessions created | load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['workers']:.0f} | {r['posts']:.0f} | {r['rps']:.1f} | {r['p50']:.0f} | {r['p99']:.0f} | "
-                     f"{r['errors']:.0f} | {r['creates']:.0f} |")
-    lines += ["", "Measured on the shared 2-core machine while ~7 other helpers ran builds and tests, so the "
-              "figures are a lower bound of what the service does on an idle machine; locust and PostgreSQL "
-              "share the same 2 cores.", END]
+        lines.append(f"| {r['label']} | {r['workers']:.0f} | {r['posts']:.0f} | {r['rps']:.1f} | {r['p50']:.0f} | "
+                     f"{r['p99']:.0f} | {r['errors']:.0f} | {r['cpu_ms']:.1f} | {r['creates']:.0f} | {r['load']:.1f} |")
+    base = {r["workers"]: r for r in rows if r["label"] != "this code"}
+    ratios = []
+    for r in rows:
+        old = base.get(r["workers"])
+        if r["label"] == "this code" and old is not None:
+            ratios.append(f"{r['workers']:.0f} worker(s): posts/s x{r['rps'] / max(old['rps'], 1e-9):.2f}, p50 "
+                          f"x{old['p50'] / max(r['p50'], 1e-9):.2f} lower, server CPU per post "
+                          f"x{old['cpu_ms'] / max(r['cpu_ms'], 1e-9):.2f} lower")
+    if ratios:
+        lines += ["", "This code vs the previous code in the same run: " + "; ".join(ratios) + "."]
+    lines.append(END)
     return "\n".join(lines)
 
 
@@ -167,10 +213,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--method", default=None, help="session method (default: the service's default)")
+    parser.add_argument("--baseline", default=None, metavar="GIT_REF",
+                        help="also run the previous code (a git ref) with one worker, for ratios in the same run")
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    rows = [run(w, args.seconds, args.method) for w in args.workers]
-    text = section(rows, args.seconds, args.method)
+    rows = []
+    for w in args.workers:
+        if args.baseline and w == 1:  # `--workers N` spawns processes that import this checkout's package
+            rows.append(run(w, args.seconds, args.method, f"previous ({args.baseline})", args.baseline))
+        rows.append(run(w, args.seconds, args.method, "this code", None))
+    text = section(rows, args.seconds, args.method, sys.argv[1:])
     print(text)
     if args.write:
         write_section(args.write, text, START, END)

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             with factory() as db:
                 posted = service.post_observations(db, sid, [ObservationIn(nxt, truth[names[1]][nxt], None)])
-                view = SessionOut.model_validate(views.session_view(db, posted.row, posted.benchmark.name))
+                view = SessionOut.model_validate(views.session_view(db, posted.row, posted.benchmark.name, posted.team))
             times.append(time.perf_counter() - t0)
             nxt = view.next_items[0]
         if profiler is not None:

@@ -66,3 +66,21 @@ def running_server(database_url: str, **env: str) -> Iterator[tuple[str, subproc
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+@contextmanager
+def source_tree(ref: str | None) -> Iterator[Path]:
+    """The source folder to run a server from: this checkout (``ref`` None), or a temporary
+    detached git worktree of ``ref`` (e.g. the previous code, for a ratio in the same run), removed after."""
+    if ref is None:
+        yield ROOT
+        return
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="evalplan-baseline-")) / "src"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(folder), ref], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(folder)], check=False)
+

@@ -48,10 +48,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(tmp: Path) -> tuple[str, subprocess.Popen]:
+def start_server(tmp: Path, src: Path = ROOT) -> tuple[str, subprocess.Popen]:
+    """``evalplan serve`` on ``tmp``/x.db (SQLite), from the source folder ``src``."""
     port = free_port()
     env = {**os.environ, "EVALPLAN_DATABASE_URL": f"sqlite:///{tmp / 'x.db'}", "HF_HUB_OFFLINE": "1",
-           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(src)}
     env.pop("EVALPLAN_REDIS_URL", None)
     log = open(tmp / "server.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],

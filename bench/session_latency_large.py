@@ -23,11 +23,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 from bench.markdown_sections import write_section
+from bench.server import source_tree
 from bench.session_latency_bench import pct, start_server, stop_server
 
 BEGIN, END = "<!-- session-latency-large -->", "<!-- /session-latency-large -->"
@@ -42,6 +44,41 @@ def synthetic(n_models: int, n_items: int, seed: int) -> np.ndarray:
     return (rng.random(p.shape) < p).astype(np.int8)
 
 
+def run_session(client: httpx.Client, target: str, posts: int, method: str | None,
+                truth: dict[str, float]) -> dict[str, Any]:
+    """One session of ``target`` (every other model a reference) run for ``posts`` observations."""
+    body = {"benchmark": "big", "target": target, "max_items": posts, **({"method": method} if method else {})}
+    t0 = time.perf_counter()
+    r = client.post("/v1/sessions", json=body)
+    t_create = time.perf_counter() - t0
+    assert r.status_code == 201, r.text
+    s = r.json()
+    plain: list[float] = []
+    refit: list[float] = []
+    hp = s["hyperparameters"]
+    while s["status"] == "active":
+        item = s["next_items"][0]
+        t0 = time.perf_counter()
+        r = client.post(f"/v1/sessions/{s['id']}/observations", json={"item": item, "score": truth[item]})
+        dt = time.perf_counter() - t0
+        assert r.status_code == 200, r.text
+        s = r.json()
+        (refit if s["hyperparameters"] != hp else plain).append(dt)
+        hp = s["hyperparameters"]
+    return {"create": t_create, "plain": plain, "refit": refit, "final": s, "load": os.getloadavg()[0]}
+
+
+def summary(label: str, run: dict[str, Any], truth_mean: float) -> str:
+    plain, refit = run["plain"], run["refit"]
+    every = plain + refit
+    p50, p99 = pct(every, 50) * 1e3, pct(every, 99) * 1e3
+    s = run["final"]
+    return (f"| {label} | {run['create']:.1f} s | {len(every)} | **{p50:.1f}** | {pct(every, 90) * 1e3:.1f} | "
+            f"**{p99:.1f}** | {max(every) * 1e3:.0f} | {pct(plain, 50) * 1e3:.1f} / {pct(plain, 99) * 1e3:.1f} | "
+            f"{len(refit)}: {pct(refit, 50) * 1e3:.0f} / {max(refit or [float('nan')]) * 1e3:.0f} | "
+            f"{s['estimate']:.4f} ({s['ci'][0]:.4f}, {s['ci'][1]:.4f}) vs {truth_mean:.4f} | {run['load']:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=12_000)
@@ -49,73 +86,76 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--posts", type=int, default=400)
     ap.add_argument("--method", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline", default=None, metavar="GIT_REF",
+                    help="also run the previous code (a git ref, e.g. a commit) on the same database, first")
     ap.add_argument("--write", type=Path)
     args = ap.parse_args(argv)
-    Y = synthetic(args.references + 1, args.items, args.seed)
+    Y = synthetic(args.references + 2, args.items, args.seed)
     items = [f"i{j}" for j in range(args.items)]
-    names = [f"m{k}" for k in range(args.references + 1)]
+    names = [f"m{k}" for k in range(args.references + 2)]
     buf = io.StringIO()
     buf.write("model," + ",".join(items) + "\n")
     for k, name in enumerate(names):
         buf.write(name + "," + ",".join(map(str, Y[k].tolist())) + "\n")
-    target = names[0]
-    truth = dict(zip(items, Y[0].astype(float).tolist()))
     t_start = time.perf_counter()
+    runs: list[tuple[str, dict[str, Any], float]] = []
+    plan = ([("previous code (" + args.baseline + ")", args.baseline, 1)] if args.baseline else []) + [
+        ("this code", None, 0)]
     with tempfile.TemporaryDirectory(prefix="evalplan-latency-large-") as tmpdir:
-        base, proc = start_server(Path(tmpdir))
-        try:
-            with httpx.Client(base_url=base, timeout=600) as client:
-                r = client.post("/v1/benchmarks", json={"name": "big", "score_kind": "binary"})
-                assert r.status_code == 201, r.text
-                t0 = time.perf_counter()
-                r = client.post("/v1/benchmarks/big/scores", content=buf.getvalue().encode(),
-                                headers={"Content-Type": "text/csv"})
-                t_upload = time.perf_counter() - t0
-                assert r.status_code in (200, 201), r.text
-                body = {"benchmark": "big", "target": target, "max_items": args.posts,
-                        **({"method": args.method} if args.method else {})}
-                t0 = time.perf_counter()
-                r = client.post("/v1/sessions", json=body)
-                t_create = time.perf_counter() - t0
-                assert r.status_code == 201, r.text
-                s = r.json()
-                method = s["method"]
-                plain: list[float] = []
-                refit: list[float] = []
-                hp = s["hyperparameters"]
-                while s["status"] == "active":
-                    item = s["next_items"][0]
-                    t0 = time.perf_counter()
-                    r = client.post(f"/v1/sessions/{s['id']}/observations", json={"item": item, "score": truth[item]})
-                    dt = time.perf_counter() - t0
-                    assert r.status_code == 200, r.text
-                    s = r.json()
-                    (refit if s["hyperparameters"] != hp else plain).append(dt)
-                    hp = s["hyperparameters"]
-        finally:
-            stop_server(proc)
+        t_upload = 0.0
+        for n, (label, ref, target_row) in enumerate(plan):
+            with source_tree(ref) as src:
+                base, proc = start_server(Path(tmpdir), src)
+                try:
+                    with httpx.Client(base_url=base, timeout=1200) as client:
+                        if n == 0:
+                            r = client.post("/v1/benchmarks", json={"name": "big", "score_kind": "binary"})
+                            assert r.status_code == 201, r.text
+                            t0 = time.perf_counter()
+                            r = client.post("/v1/benchmarks/big/scores", content=buf.getvalue().encode(),
+                                            headers={"Content-Type": "text/csv"})
+                            t_upload = time.perf_counter() - t0
+                            assert r.status_code in (200, 201), r.text
+                        truth = dict(zip(items, Y[target_row].astype(float).tolist()))
+                        # each run's target differs, so does its reference set (all other models): no prior reuse
+                        run = run_session(client, names[target_row], args.posts, args.method, truth)
+                        runs.append((label, run, float(np.mean(Y[target_row]))))
+                finally:
+                    stop_server(proc)
     runtime = time.perf_counter() - t_start
-    every = plain + refit
+    method = runs[-1][1]["final"]["method"]
+    this = runs[-1][1]
+    every = this["plain"] + this["refit"]
     p50, p99 = pct(every, 50) * 1e3, pct(every, 99) * 1e3
-    md = "\n".join([
+    lines = [
         BEGIN,
         f"### Session HTTP latency at N = {args.items:,} items, {args.references} references ({method})",
         "",
         f"`nice -n 10 python -m bench.session_latency_large {' '.join(argv if argv is not None else sys.argv[1:])}` "
         f"({platform.machine()}, {os.cpu_count()} CPU cores shared with other work, Python "
         f"{platform.python_version()}; total {runtime:.0f} s, CSV upload {t_upload:.0f} s). Synthetic 2PL binary "
-        "scores; one `evalplan serve` (SQLite, in-process jobs), one keep-alive httpx connection; each post "
-        "`{item, score}` for the proposed item; 'refit' = posts whose response's hyperparameters changed.",
+        f"scores ({args.references + 2} models); one `evalplan serve` (SQLite, in-process jobs) per row on the same "
+        "database, one keep-alive httpx connection; each row's target is another model and its references all the "
+        f"other {args.references + 1} (so no row reuses another's stored prior); each post `{{item, score}}` for "
+        "the proposed item; 'refit' = posts whose response's hyperparameters changed. Session create = resolving "
+        "the references, loading the score matrix, the prior (computed and stored), the features and the first "
+        "proposal. Load = the 1-minute load average after the row (2 cores; the goals are for an idle machine).",
         "",
-        f"**{len(every)} posts: p50 {p50:.1f} ms (target <= 25 ms: {'met' if p50 <= 25 else 'MISSED'}), "
-        f"p90 {pct(every, 90) * 1e3:.1f} ms, p99 {p99:.1f} ms (target <= 250 ms: {'met' if p99 <= 250 else 'MISSED'}), "
-        f"max {max(every) * 1e3:.0f} ms. Without a refit p50 {pct(plain, 50) * 1e3:.1f} / p99 "
-        f"{pct(plain, 99) * 1e3:.1f} ms; {len(refit)} posts with a refit: p50 {pct(refit, 50) * 1e3:.0f} ms, max "
-        f"{max(refit or [float('nan')]) * 1e3:.0f} ms. Session create (prior, features, first proposal): "
-        f"{t_create:.1f} s.** Final estimate {s['estimate']:.4f} (ci {s['ci'][0]:.4f}, {s['ci'][1]:.4f}) vs truth "
-        f"{float(np.mean(Y[0])):.4f} after {s['n_observed']} items.",
-        END,
-    ])
+        "| code | session create | posts | p50 (ms) | p90 | p99 (ms) | max | no refit p50 / p99 | refits: p50 / max (ms) "
+        "| final estimate (ci) vs truth | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [summary(label, run, truth_mean) for label, run, truth_mean in runs]
+    lines += ["", f"**This code: p50 {p50:.1f} ms (target <= 25 ms: {'met' if p50 <= 25 else 'MISSED'}), p99 "
+              f"{p99:.1f} ms (target <= 250 ms: {'met' if p99 <= 250 else 'MISSED'}), session create "
+              f"{this['create']:.1f} s.**"]
+    if len(runs) == 2:
+        old = runs[0][1]
+        old_every = old["plain"] + old["refit"]
+        lines.append(f"Ratios previous / this, same run: session create {old['create'] / this['create']:.1f}x, "
+                     f"p50 {pct(old_every, 50) / pct(every, 50):.2f}x, p99 {pct(old_every, 99) / pct(every, 99):.2f}x.")
+    lines.append(END)
+    md = "\n".join(lines)
     print(md)
     if args.write:
         write_section(args.write, md, BEGIN, END, new_file="# Performance\n")

@@ -47,7 +47,7 @@ def post_observations(session_id: str, body: ObservationsPost, session: DbSessio
     """Record scores (all-or-nothing) and return the updated session."""
     observations = [ObservationIn(item, score, target) for item, score, target in body.triples()]
     posted = session_service.post_observations(session, session_id, observations)
-    return SessionOut.model_validate(views.session_view(session, posted.row, posted.benchmark.name))
+    return SessionOut.model_validate(views.session_view(session, posted.row, posted.benchmark.name, posted.team))
 
 
 @router.get("", response_model=SessionList, response_model_exclude_unset=True)

@@ -14,7 +14,8 @@ State model
   in ``session_priors`` and reused; deserialized priors are kept in a small in-process LRU.
 * Estimators are cached in-process by (session id, number of stored observations), so the common
   write path applies only the new observations. The key names an exact prefix of the append-only
-  observation log, so a cache entry is never stale, even with several replicas.
+  observation log, so a cache entry is never stale, even with several replicas. A post's log length
+  is read in the same query as the posted items' stored scores (``validation.stored_scores``).
 
 Multi-target sessions (papers/004 §3.2): ``targets`` (>= 2 names) instead of ``target``; one
 ``MultiTargetEstimator`` over the shared prior, each observation carries a ``target_index``. The same
@@ -41,7 +42,7 @@ from sqlalchemy.orm import Session
 from app.benchmarks.score_matrix import load_matrix
 from app.benchmarks.service import get_benchmark
 from app.core.sequential.checkpoints import with_previous
-from app.db.models import Benchmark, EvalSession, SessionObservation
+from app.db.models import Benchmark, EvalSession, SessionObservation, Team
 from app.kit.audit import record
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.scoping import require_own
@@ -134,27 +135,29 @@ def _lock_row(session: Session, session_id: str) -> EvalSession:
     return row
 
 
-def _lock_row_with_benchmark(session: Session, session_id: str) -> tuple[EvalSession, Benchmark]:
-    """The session's row, locked (as ``_lock_row``), and its benchmark, in one round trip."""
+def _lock_row_with_benchmark(session: Session, session_id: str) -> tuple[EvalSession, Benchmark, str | None]:
+    """The session's row, locked (as ``_lock_row``), its benchmark and its team's name, in one round trip."""
     if session.get_bind().dialect.name == "sqlite":
         session.execute(text("UPDATE eval_sessions SET n_observed = n_observed WHERE id = :id"), {"id": session_id})
     found = session.execute(
-        select(EvalSession, Benchmark).join(Benchmark, Benchmark.id == EvalSession.benchmark_id)
+        select(EvalSession, Benchmark, Team.name).join(Benchmark, Benchmark.id == EvalSession.benchmark_id)
+        .outerjoin(Team, Team.id == EvalSession.team_id)
         .where(EvalSession.id == session_id).with_for_update(of=EvalSession)
         .execution_options(populate_existing=True)).first()
     if found is None:
         raise session_not_found(session_id)
-    row, benchmark = found
+    row, benchmark, team = found
     require_own(session, row, f"session {session_id!r}")
-    return row, benchmark
+    return row, benchmark, team
 
 
 @dataclass
 class Posted:
-    """What ``post_observations`` returns: the updated row and its benchmark (for the response)."""
+    """What ``post_observations`` returns: the updated row, its benchmark and team name (for the response)."""
 
     row: EvalSession
     benchmark: Benchmark
+    team: str | None
 
 
 def post_observations(session: Session, session_id: str, observations: list[ObservationIn]) -> Posted:
@@ -170,7 +173,7 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
                            [{"field": "observations", "detail": f"got {len(observations)}"}])
     with cache.session_lock(session_id):
         try:
-            row, benchmark = _lock_row_with_benchmark(session, session_id)
+            row, benchmark, team = _lock_row_with_benchmark(session, session_id)
             if row.status == "stopped":
                 raise Conflict(f"session {row.id} has stopped ({row.stop_reason}); it takes no more observations",
                                [{"field": "observations", "detail": f"status is stopped ({row.stop_reason})"}])
@@ -183,7 +186,7 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
             raise
         if cached is not None:
             cache.estimators.put(*cached)
-        return Posted(row, benchmark)
+        return Posted(row, benchmark, team)
 
 
 def _record(session: Session, row: EvalSession, benchmark: Benchmark, entry: PriorEntry,

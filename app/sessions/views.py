@@ -22,13 +22,15 @@ from app.teams.service import team_name
 STATUSES = ("active", "stopped")
 
 
-def session_view(session: Session, row: EvalSession, benchmark_name: str | None = None) -> dict[str, Any]:
+def session_view(session: Session, row: EvalSession, benchmark_name: str | None = None,
+                 team: str | None = None) -> dict[str, Any]:
     """The API.md session. A multi-target session keeps every single-target field (``target``,
     ``estimate``, ``variance`` and ``ci`` null; ``next_items`` the item ids of ``next`` in order;
     ``n_observed`` the observations used, over all targets; ``status`` stopped once every target
     stopped, ``stop_reason`` as ``session_stop_reason``) and adds ``targets``, ``n_latent``,
     ``next: [{target, item}]`` and ``per_target: {name: {status, stop_reason, n_observed, estimate,
-    variance, ci}}``."""
+    variance, ci}}``. ``benchmark_name`` and ``team`` (the team's name), when the caller has them,
+    save their queries."""
     if benchmark_name is None:
         benchmark = session.get(Benchmark, row.benchmark_id)
         benchmark_name = benchmark.name if benchmark is not None else row.benchmark_id
@@ -41,7 +43,7 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
         "method": row.method, "config": row.config, "hyperparameters": row.hyperparameters,
         "reference_models": row.reference_models,
         "created_at": row.created_at, "updated_at": row.updated_at,
-        "team": team_name(session, row.team_id), "visibility": row.visibility,
+        "team": team or team_name(session, row.team_id), "visibility": row.visibility,
     }
     if row.targets:
         state = row.target_state or {}
