@@ -29,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from app.benchmarks.score_formats import parse_wide_csv
 from app.core.auto import DEFAULT_METHODS, auto_select
-from app.core.backtest import impute_item_mean, run_backtest, split_models, summarize
-from app.core.score_scale import ScoreScale
+from app.core.backtest import run_backtest, split_models, summarize
 from bench.markdown_sections import write_section
+from bench.shared_data import load_scores as load
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / "results" / "auto_bench"
@@ -46,15 +45,6 @@ PLAN = {"random": ["mean", "ridge", "kernel_ridge"], "anchor_points": ["weighted
 START, END = "<!-- auto-vs-methods -->", "<!-- /auto-vs-methods -->"
 PSTART, PEND = "<!-- auto-speed -->", "<!-- /auto-speed -->"
 
-
-def data_dir() -> Path:
-    return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
-
-
-def load(name: str) -> np.ndarray:
-    up = parse_wide_csv((data_dir() / name / "scores.csv").read_bytes(),
-                        ScoreScale(kind="continuous", minimum=None, maximum=None))
-    return impute_item_mean(up.values)
 
 
 def method_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

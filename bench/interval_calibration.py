@@ -22,17 +22,15 @@ The width ratio calibrated / cross_fitted is printed per row. See docs/RESULTS.m
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from app.benchmarks.score_formats import parse_wide_csv
-from app.core.backtest import _factory, _select, _selection_aware_errors, impute_item_mean, split_models
+from app.core.backtest import _factory, _select, _selection_aware_errors, split_models
 from app.core.intervals import calibrated_half_width, interval_from_errors, loo_conformal_interval
-from app.core.score_scale import ScoreScale
 from bench.markdown_sections import INTERPRETATION, write_section
+from bench.shared_data import load_scores as load
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- interval-calibration -->", "<!-- /interval-calibration -->"
@@ -42,15 +40,6 @@ PREDICTOR = {"mrmr": "kernel_ridge", "anchor_points": "weighted_mean", "random_s
              "random": "kernel_ridge", "lasso": "kernel_ridge"}
 PARAMS = {"anchor_points": {"n_init": 1, "swap": "never"}, "random_search": {"n_trials": 200}}
 
-
-def data_dir() -> Path:
-    return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
-
-
-def load(name: str) -> np.ndarray:
-    up = parse_wide_csv((data_dir() / name / "scores.csv").read_bytes(),
-                        ScoreScale(kind="continuous", minimum=None, maximum=None))
-    return impute_item_mean(up.values)
 
 
 def half(errors: np.ndarray, level: float) -> float:

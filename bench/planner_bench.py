@@ -24,34 +24,23 @@ then on the held-out models we record
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from app.benchmarks.score_formats import parse_wide_csv
-from app.core.backtest import _factory, _select, _selection_aware_errors, impute_item_mean
+from app.core.backtest import _factory, _select, _selection_aware_errors
 from app.core.intervals import interval_from_errors
 from app.core.planner import FULL, PLANNER_PARAMS, budget_grid, parse_candidate, plan_benchmark
 from app.core.prediction import estimate_from_coreset
-from app.core.score_scale import ScoreScale
 from bench.markdown_sections import INTERPRETATION, write_section
+from bench.shared_data import load_scores as load
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- planner -->", "<!-- /planner -->"
 DATASETS = ("openllm_v2_musr", "openllm_v2_math_hard", "helm_lite_gsm", "helm_lite_math", "helm_lite_mmlu",
             "helm_lite_med_qa", "helm_lite_commonsense", "alpacaeval1")
 
-
-def data_dir() -> Path:
-    return Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
-
-
-def load(name: str) -> np.ndarray:
-    up = parse_wide_csv((data_dir() / name / "scores.csv").read_bytes(),
-                        ScoreScale(kind="continuous", minimum=None, maximum=None))
-    return impute_item_mean(up.values)
 
 
 def held_out(Y_ref: np.ndarray, Y_test: np.ndarray, method: str, predictor: str, k: int, seed: int,

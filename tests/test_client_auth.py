@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import embedded_server
 from test_client import upload_benchmark
-from test_embedded_server import free_port
 
 from app.client import EvalplanClient, EvalplanError
 
@@ -25,34 +24,13 @@ ADMIN = "bootstrap-admin-token-for-the-client-test-0123456789"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    port = free_port()
+    auth = {"EVALPLAN_AUTH": "required", "EVALPLAN_ADMIN_TOKEN": ADMIN}
     env = {**os.environ, "EVALPLAN_DATABASE_URL": f"sqlite:///{tmp_path / 'evalplan.db'}", "HF_HUB_OFFLINE": "1",
-           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), "EVALPLAN_AUTH": "required",
-           "EVALPLAN_ADMIN_TOKEN": ADMIN}
+           "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), **auth}
     for name in ("EVALPLAN_REDIS_URL", "EVALPLAN_TOKEN"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    probe = EvalplanClient(base, timeout=60, token="")
-    try:
-        for _ in range(300):
-            try:
-                if probe.request("GET", "/health") == {"status": "ok"}:
-                    break
-            except (OSError, EvalplanError):
-                time.sleep(0.1)
-        else:
-            raise AssertionError("server did not start")
-        yield {"base": base, "env": env, "cwd": tmp_path}
-    finally:
-        proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        print(out[-5000:])
+    with embedded_server(tmp_path, env=auth, token="") as probe:
+        yield {"base": probe.base_url, "env": env, "cwd": tmp_path}
 
 
 def cli(served: dict[str, Any], *args: str, token_env: str | None = None) -> subprocess.CompletedProcess[str]:
