@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from app.core.sequential.config import METHODS
@@ -454,6 +458,23 @@ def admin_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def shared_metrics_folder(workers: int) -> Iterator[None]:
+    """With several uvicorn workers, a folder for prometheus-client's multiprocess mode (so that
+    ``/metrics`` sums every worker's HTTP metrics, app.kit.observability), unless
+    ``PROMETHEUS_MULTIPROC_DIR`` names one already; removed when the server stops."""
+    if workers <= 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="evalplan-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
@@ -482,8 +503,10 @@ def main(argv: list[str] | None = None) -> int:
             upgrade(settings.database_url)
         # the app logs (JSON lines, one access line per request with its id: app.kit.observability);
         # uvicorn's own loggers propagate to that root handler
-        uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=settings.log_level.lower(), log_config=None, access_log=False)
+        with shared_metrics_folder(args.workers):
+            uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port,
+                        workers=args.workers, log_level=settings.log_level.lower(), log_config=None,
+                        access_log=False)
         return 0
     if args.command == "worker":
         queues = [q.strip() for q in args.queues.split(",") if q.strip()]

@@ -153,16 +153,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def embedded_server(folder: Path, *, env: dict[str, str] | None = None, **client_options: Any
+def embedded_server(folder: Path, *, env: dict[str, str] | None = None, workers: int = 1, **client_options: Any
                     ) -> Iterator[EvalplanClient]:
     """``evalplan serve`` on an embedded SQLite file in ``folder`` (no Redis: in-process jobs) and a client
     for it once ``/health`` answers (up to 180 s: a loaded machine imports the app slowly); the server is
-    stopped after, and the tail of its output printed. ``env``: extra environment of the server."""
+    stopped after, and the tail of its output printed. ``env``: extra environment of the server;
+    ``workers``: uvicorn worker processes."""
     port = free_port()
     server_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env or {}),
                   "EVALPLAN_DATABASE_URL": f"sqlite:///{folder / 'evalplan.db'}", "EVALPLAN_LOG_LEVEL": "WARNING"}
     server_env.pop("EVALPLAN_REDIS_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", str(workers)],
                             cwd=folder, env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     client = EvalplanClient(f"http://127.0.0.1:{port}", **{"timeout": 60, **client_options})
     try:

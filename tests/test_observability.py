@@ -110,3 +110,43 @@ def test_json_log_lines_carry_the_request_id(client: TestClient) -> None:
     line = json.loads(JsonFormatter("%(levelname)s %(name)s %(message)s %(request_id)s").format(records[-1]))
     assert line["request_id"] == "log-7"
     assert line["route"] == "/v1/benchmarks" and line["status"] == 200 and line["duration_ms"] >= 0
+
+
+
+def test_metrics_of_several_processes_are_summed(tmp_path) -> None:
+    """Multiprocess mode (what ``serve --workers N`` sets up): two processes count requests, a third one's
+    ``/metrics`` text reports their sum, not its own zero."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    count = ("from app.kit.observability import LATENCY, REQUESTS\n"
+             "REQUESTS.labels('GET', '/v1/x', '200').inc({n})\n"
+             "LATENCY.labels('GET', '/v1/x').observe(0.02)\n")
+    for n in (3, 4):
+        subprocess.run([sys.executable, "-c", count.format(n=n)], env=env, check=True, timeout=120)
+    scrape = ("from prometheus_client import CollectorRegistry\n"
+              "from app.kit.observability import metrics_text\n"
+              "print(metrics_text(CollectorRegistry())[0].decode())\n")
+    text = subprocess.run([sys.executable, "-c", scrape], env=env, check=True, timeout=120, capture_output=True,
+                          text=True).stdout
+    counted = samples(text)
+    assert counted[("evalplan_http_requests_total", (("method", "GET"), ("route", "/v1/x"), ("status", "200")))] == 7
+    assert counted[("evalplan_http_request_duration_seconds_count", (("method", "GET"), ("route", "/v1/x")))] == 2
+
+
+def test_serve_with_two_workers_answers_metrics(tmp_path) -> None:
+    """``evalplan serve --workers 2`` makes its own multiprocess folder: ``/metrics`` answers and counts."""
+    import urllib.request
+
+    from helpers import embedded_server
+
+    with embedded_server(tmp_path, workers=2) as client:
+        for _ in range(20):
+            with urllib.request.urlopen(f"{client.base_url}/health", timeout=30) as answer:
+                assert answer.status == 200
+        with urllib.request.urlopen(f"{client.base_url}/metrics", timeout=30) as answer:
+            counted = samples(answer.read().decode())
+    health_ok = ("evalplan_http_requests_total", (("method", "GET"), ("route", "/health"), ("status", "200")))
+    assert counted[health_ok] >= 20  # + embedded_server's readiness polls

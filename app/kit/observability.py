@@ -6,6 +6,9 @@
   template (``/v1/sessions/{session_id}``, never the raw path), in-flight requests; at scrape time,
   from the database: jobs by kind and status, finished jobs' durations, queued jobs per queue
   (and the broker's queue length in production), live workers.
+* With ``evalplan serve --workers N`` (N > 1) the HTTP metrics of every worker process are summed at
+  scrape time: prometheus-client's multiprocess mode, in a folder named by ``PROMETHEUS_MULTIPROC_DIR``
+  (``serve`` makes and removes one when the variable is unset).
 * Logs are JSON lines (``python-json-logger``) with the request id; one access line per request.
 * Security headers on every response; CORS only for the origins in ``EVALPLAN_CORS_ORIGINS``.
 """
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import uuid
@@ -21,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
@@ -51,7 +56,9 @@ REQUESTS = Counter("evalplan_http_requests", "HTTP requests answered", ["method"
 LATENCY = Histogram("evalplan_http_request_duration_seconds", "Time to answer a request, by route template",
                     ["method", "route"], registry=HTTP_REGISTRY,
                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
-IN_FLIGHT = Gauge("evalplan_http_requests_in_flight", "Requests being answered", registry=HTTP_REGISTRY)
+IN_FLIGHT = Gauge("evalplan_http_requests_in_flight", "Requests being answered", registry=HTTP_REGISTRY,
+                  multiprocess_mode="livesum")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def current_request_id() -> str | None:
@@ -177,9 +184,20 @@ class JobsCollector(Collector):
         return depth
 
 
+def http_registry() -> CollectorRegistry:
+    """This process's HTTP metrics; in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set when
+    prometheus-client was imported) those of every worker process, summed (the in-flight gauge over
+    live processes)."""
+    if not os.environ.get(MULTIPROC_ENV):
+        return HTTP_REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
 def metrics_text(app_registry: CollectorRegistry) -> tuple[bytes, str]:
-    """The exposition text of the process's HTTP metrics and the app's database-derived ones."""
-    return generate_latest(HTTP_REGISTRY) + generate_latest(app_registry), CONTENT_TYPE_LATEST
+    """The exposition text of the HTTP metrics and the app's database-derived ones."""
+    return generate_latest(http_registry()) + generate_latest(app_registry), CONTENT_TYPE_LATEST
 
 
 class RequestIdFilter(logging.Filter):
