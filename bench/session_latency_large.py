@@ -1,12 +1,13 @@
 """HTTP latency of a session of the default method at N = 12,000 items and 400 references (issue 11).
 
     nice -n 10 python -m bench.session_latency_large [--items 12000] [--references 400] [--posts 400]
-                                                     [--method refgp_ivr] [--write docs/PERFORMANCE.md]
+                                                     [--methods refgp_ivr refgp_v2] [--write docs/PERFORMANCE.md]
 
 Synthetic binary scores from a 2PL population (seeded: abilities N(0, 1), difficulties N(0, 1),
 log-discriminations N(0, 0.3^2)), ``references + 1`` models x ``items`` items, uploaded as one wide CSV
 to ``evalplan serve`` (embedded: SQLite, in-process jobs; ``bench.session_latency_bench.start_server``).
-One session (``method`` omitted unless ``--method``: the default), all other models as references,
+One session per method (``method`` omitted unless ``--methods``: the default), each on another target
+row of the same upload (one CSV upload for all), all other models as references,
 ``max_items = posts``, ``stop`` none; then one POST ``{item, score}`` per proposed item with the
 target's true score, each timed over one keep-alive connection. A post "with a refit" is one whose
 response's ``hyperparameters`` differ from the previous response's. Targets: p50 <= 25 ms and
@@ -28,7 +29,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.markdown_sections import write_section
+from bench.markdown_sections import INTERPRETATION, write_section
 from bench.server import source_tree
 from bench.session_latency_bench import pct, start_server, stop_server
 
@@ -84,26 +85,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=12_000)
     ap.add_argument("--references", type=int, default=400)
     ap.add_argument("--posts", type=int, default=400)
-    ap.add_argument("--method", default=None)
+    ap.add_argument("--methods", "--method", dest="methods", nargs="+", default=None,
+                    help="one session per method, each on another target (default: the service's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline", default=None, metavar="GIT_REF",
                     help="also run the previous code (a git ref, e.g. a commit) on the same database, first")
     ap.add_argument("--write", type=Path)
     args = ap.parse_args(argv)
-    Y = synthetic(args.references + 2, args.items, args.seed)
+    methods: list[str | None] = list(args.methods) if args.methods else [None]
+    # one target row per session: the baseline's (method: the first one), then one per method
+    plan = ([("previous code (" + args.baseline + ")", args.baseline, methods[0])] if args.baseline else []) + [
+        ("this code" + (f", {m}" if m and len(methods) > 1 else ""), None, m) for m in methods]
+    n_models = args.references + 1 + max(2, len(plan))
+    Y = synthetic(n_models, args.items, args.seed)
     items = [f"i{j}" for j in range(args.items)]
-    names = [f"m{k}" for k in range(args.references + 2)]
+    names = [f"m{k}" for k in range(n_models)]
     buf = io.StringIO()
     buf.write("model," + ",".join(items) + "\n")
     for k, name in enumerate(names):
         buf.write(name + "," + ",".join(map(str, Y[k].tolist())) + "\n")
     t_start = time.perf_counter()
     runs: list[tuple[str, dict[str, Any], float]] = []
-    plan = ([("previous code (" + args.baseline + ")", args.baseline, 1)] if args.baseline else []) + [
-        ("this code", None, 0)]
     with tempfile.TemporaryDirectory(prefix="evalplan-latency-large-") as tmpdir:
         t_upload = 0.0
-        for n, (label, ref, target_row) in enumerate(plan):
+        for n, (label, ref, method) in enumerate(plan):
+            target_row = (n + 1) % len(plan) if args.baseline else n  # the baseline's row: 1, as before
             with source_tree(ref) as src:
                 base, proc = start_server(Path(tmpdir), src)
                 try:
@@ -118,25 +124,24 @@ def main(argv: list[str] | None = None) -> int:
                             assert r.status_code in (200, 201), r.text
                         truth = dict(zip(items, Y[target_row].astype(float).tolist()))
                         # each run's target differs, so does its reference set (all other models): no prior reuse
-                        run = run_session(client, names[target_row], args.posts, args.method, truth)
+                        run = run_session(client, names[target_row], args.posts, method, truth)
                         runs.append((label, run, float(np.mean(Y[target_row]))))
                 finally:
                     stop_server(proc)
     runtime = time.perf_counter() - t_start
-    method = runs[-1][1]["final"]["method"]
-    this = runs[-1][1]
-    every = this["plain"] + this["refit"]
-    p50, p99 = pct(every, 50) * 1e3, pct(every, 99) * 1e3
+    n_this = len(methods)
+    mine = runs[-n_this:]
+    names_run = ", ".join(run["final"]["method"] for _, run, _ in mine)
     lines = [
         BEGIN,
-        f"### Session HTTP latency at N = {args.items:,} items, {args.references} references ({method})",
+        f"### Session HTTP latency at N = {args.items:,} items, {args.references} references ({names_run})",
         "",
         f"`nice -n 10 python -m bench.session_latency_large {' '.join(argv if argv is not None else sys.argv[1:])}` "
         f"({platform.machine()}, {os.cpu_count()} CPU cores shared with other work, Python "
         f"{platform.python_version()}; total {runtime:.0f} s, CSV upload {t_upload:.0f} s). Synthetic 2PL binary "
-        f"scores ({args.references + 2} models); one `evalplan serve` (SQLite, in-process jobs) per row on the same "
+        f"scores ({n_models} models); one `evalplan serve` (SQLite, in-process jobs) per row on the same "
         "database, one keep-alive httpx connection; each row's target is another model and its references all the "
-        f"other {args.references + 1} (so no row reuses another's stored prior); each post `{{item, score}}` for "
+        f"other {n_models - 1} (so no row reuses another's stored prior); each post `{{item, score}}` for "
         "the proposed item; 'refit' = posts whose response's hyperparameters changed. Session create = resolving "
         "the references, loading the score matrix, the prior (computed and stored), the features and the first "
         "proposal. Load = the 1-minute load average after the row (2 cores; the goals are for an idle machine).",
@@ -146,14 +151,21 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [summary(label, run, truth_mean) for label, run, truth_mean in runs]
-    lines += ["", f"**This code: p50 {p50:.1f} ms (target <= 25 ms: {'met' if p50 <= 25 else 'MISSED'}), p99 "
-              f"{p99:.1f} ms (target <= 250 ms: {'met' if p99 <= 250 else 'MISSED'}), session create "
-              f"{this['create']:.1f} s.**"]
-    if len(runs) == 2:
-        old = runs[0][1]
-        old_every = old["plain"] + old["refit"]
-        lines.append(f"Ratios previous / this, same run: session create {old['create'] / this['create']:.1f}x, "
-                     f"p50 {pct(old_every, 50) / pct(every, 50):.2f}x, p99 {pct(old_every, 99) / pct(every, 99):.2f}x.")
+    lines.append("")
+    for _, this, _ in mine:
+        every = this["plain"] + this["refit"]
+        p50, p99 = pct(every, 50) * 1e3, pct(every, 99) * 1e3
+        lines.append(f"**This code, {this['final']['method']}: p50 {p50:.1f} ms (target <= 25 ms: "
+                     f"{'met' if p50 <= 25 else 'MISSED'}), p99 {p99:.1f} ms (target <= 250 ms: "
+                     f"{'met' if p99 <= 250 else 'MISSED'}), session create {this['create']:.1f} s.**")
+        if args.baseline and this is mine[0][1]:
+            old = runs[0][1]
+            old_every = old["plain"] + old["refit"]
+            lines.append(f"Ratios previous / this, same run and method: session create "
+                         f"{old['create'] / this['create']:.1f}x, p50 {pct(old_every, 50) / pct(every, 50):.2f}x, "
+                         f"p99 {pct(old_every, 99) / pct(every, 99):.2f}x.")
+        lines.append("")
+    lines += [INTERPRETATION[0], INTERPRETATION[1]]
     lines.append(END)
     md = "\n".join(lines)
     print(md)
