@@ -12,9 +12,12 @@ from .prior import BucketPrior
 from .proeval_bq import ProEvalBQEstimator
 from .refgp import RefGPEstimator
 from .refgp_v2 import RefGPV2Estimator
+from .refgp_v3 import RefGPCalEstimator, RefGPV3Estimator
 
 DEFAULT_METHOD = "refgp_ivr"
 ESTIMATORS: dict[str, Any] = {
+    "refgp_v3": RefGPV3Estimator,  # refgp_v2 / refgp_ivr means averaged, variance calibrated (docs/SEQUENTIAL.md)
+    "refgp_cal": RefGPCalEstimator,  # refgp_ivr with the variance calibrated on the references
     "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md; not the default)
     "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
     "bayesame": SequentialEstimator,  # papers/004

@@ -233,19 +233,24 @@ class RefGPEstimator(ItemEstimator):
         """MAP hyperparameters from the current observations (warm start, bounded L-BFGS)."""
         with one_blas_thread():
             self._refit_offset()
-            c = self.features.centers
-            obs = self._fit_buckets()
-            ysum, yysum = self._ystats(obs)
-            res = minimize(neg_log_evidence, self._theta,
-                           args=(self._phi[obs], self.features.omega[obs], self._cnt[obs], ysum, yysum,
-                                 self.features.m0, c, self.prior_sds),
-                           method="L-BFGS-B",
-                           bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, self.prior_sds)],
-                           options={"maxiter": REFIT_MAXITER})
-            if np.all(np.isfinite(res.x)):
-                self._theta = np.asarray(res.x, dtype=np.float64)
+            theta, _ = self._map_theta(self._fit_buckets())
+            self._theta = theta
             self.n_refits += 1
             self._install()
+
+    def _map_theta(self, obs: np.ndarray) -> tuple[np.ndarray, float]:
+        """(MAP hyperparameters, the minimised -log evidence - log prior) on the buckets ``obs`` with the
+        current prior-mean offsets, warm-started at the current ones (bounded L-BFGS)."""
+        c = self.features.centers
+        ysum, yysum = self._ystats(obs)
+        args = (self._phi[obs], self.features.omega[obs], self._cnt[obs], ysum, yysum, self.features.m0, c,
+                self.prior_sds)
+        res = minimize(neg_log_evidence, self._theta, args=args, method="L-BFGS-B",
+                       bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, self.prior_sds)],
+                       options={"maxiter": REFIT_MAXITER})
+        if np.all(np.isfinite(res.x)):
+            return np.asarray(res.x, dtype=np.float64), float(res.fun)
+        return self._theta, float(neg_log_evidence(self._theta, *args))
 
     def _ystats(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-bucket sum and sum of squares of the observed scores minus the offset, on ``obs``."""

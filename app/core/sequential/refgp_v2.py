@@ -47,11 +47,12 @@ def logit_means(prior: BucketPrior) -> tuple[np.ndarray, float, float]:
                          (np.log(t) - np.log1p(-t), lo, lo + span))
 
 
-def fit_delta(logits: np.ndarray, cnt: np.ndarray, ysum01: np.ndarray, delta0: float = 0.0) -> float:
-    """argmax_delta sum_b [y_b log p_b + (c_b - y_b) log(1 - p_b)] - delta^2 / (2 DELTA_SD^2),
+def fit_delta(logits: np.ndarray, cnt: np.ndarray, ysum01: np.ndarray, delta0: float = 0.0,
+              prior_sd: float = DELTA_SD) -> float:
+    """argmax_delta sum_b [y_b log p_b + (c_b - y_b) log(1 - p_b)] - delta^2 / (2 prior_sd^2),
     ``p_b = sigmoid(logits_b + delta)``, ``y_b`` in [0, c_b] (Newton, concave objective)."""
     d = float(delta0)
-    prec = 1.0 / DELTA_SD ** 2
+    prec = 1.0 / prior_sd ** 2
     for _ in range(30):
         p = 1.0 / (1.0 + np.exp(-(logits + d)))
         g = float((ysum01 - cnt * p).sum()) - prec * d
@@ -71,6 +72,7 @@ class RefGPV2Estimator(RefGPEstimator):
     rho_factor = 1.0
     prior_sds = np.array([PRIOR_SD] * 4 + [1.0])
     max_fit_buckets = 384
+    delta_sd = DELTA_SD  # prior sd of the shift
 
     def __init__(self, prior: BucketPrior, config: object) -> None:
         self._logits, self._lo, self._hi = logit_means(prior)
@@ -94,7 +96,7 @@ class RefGPV2Estimator(RefGPEstimator):
         cnt = self._cnt[obs]
         span = self._hi - self._lo
         y01 = np.clip((self._ysum[obs] - cnt * self._lo) / span, 0.0, cnt)
-        d = fit_delta(self._logits[obs], cnt, y01, self.delta)
+        d = fit_delta(self._logits[obs], cnt, y01, self.delta, self.delta_sd)
         if math.isfinite(d):
             self.delta = d
             self._set_offsets()
