@@ -25,7 +25,7 @@ def _pieces() -> list[dict[str, Any]]:
     a = _piece("big", "interpolation", 1000, [
         _row("bayesame", 0.05, 0.95, 200, 0.5), _row("proeval_bq", 0.02, 0.9, 300, 0.0),
         _row("fluid_irt", 0.04, 0.5, 300, 0.0), _row("refgp_ivr", 0.03, 0.95, 120, 1.0),
-        _row("refgp_new", 0.01, 0.8, 300, 0.25)])
+        _row("refgp_new", 0.01, 0.8, 300, 0.25), _row("rs_mean", 0.025, 0.95, 300, 0.0)])
     b = _piece("small", "extrapolation", 437, [
         _row("proeval_bq", 0.2, None, 200, 0.0), _row("fluid_irt", 0.1, 0.0, 200, 0.1),
         _row("refgp_ivr", 0.05, 0.5, 100, 0.5)])
@@ -49,9 +49,11 @@ def test_goals_name_the_misses_and_list_every_candidate():
     assert "1 of 2 (data set, regime, rule) cells" in text and "small extrapolation ±0.02: 50% of 10" in text
     assert "with at most 15% of the items" in text and ": 1 of 1: big interpolation: 12% (reached 100%)" in text
     # candidates: the default and any other non-peer, non-BayesAME method, each with its own figures
-    assert "| `refgp_ivr` (default) | 2 | 12 of 16 | 1 of 2 (72%, 50%-95%) | 1 of 1 |" in text
-    assert "| `refgp_new` | 1 | 8 of 8 | 0 of 1 (80%, 80%-80%) | 0 of 1 |" in text
-    assert "`bayesame` |" not in text and "`proeval_bq` |" not in text
+    assert "| `refgp_ivr` (default) | 2 | 12 of 16 | 1 of 2 (72%, 50%-95%) | 1 of 1 | 0 of 4 |" in text
+    assert "| `refgp_new` | 1 | 8 of 8 | 0 of 1 (80%, 80%-80%) | 0 of 1 | 4 of 4 |" in text
+    assert "`bayesame` |" not in text and "`proeval_bq` |" not in text and "`rs_mean` |" not in text
+    # rs_mean is a comparison, never a peer of goal 1
+    assert goal_figures(_pieces(), "refgp_ivr", peers=("rs_mean",))["mae"][0][:3] == ("big interpolation", 0, 4)
 
 
 def test_render_keeps_an_empty_interpretation_for_the_hand_written_text():
