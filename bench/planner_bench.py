@@ -8,8 +8,10 @@ models are split at random into references (``--ref-frac``, at most ``--max-refs
 models. :func:`app.core.planner.plan_benchmark` sees only the references and recommends (method,
 budget) for each requested half-width. The truth is measured on the held-out models, which the
 planner never saw: each candidate's coreset is selected on all references at every grid budget, its
-predictor fitted on the references, and its interval calibrated as the service does (cross-fitted
-errors on the references for score-based methods, the finite-population interval for random);
+predictor fitted on the references, and its interval calibrated as the service does (score-based
+methods: the default ``calibrated`` rule on the references' cross-fitted errors and the chosen
+coreset's leave-one-reference-out errors, the width the planner now plans with; random: the
+finite-population interval);
 then on the held-out models we record
 
 * at the planned budget: held-out RMSE, the ``level`` quantile of |error| (the realized half-width)
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.core.backtest import _factory, _select, _selection_aware_errors
+from app.core.backtest import _factory, _fixed_errors, _select, _selection_aware_errors
 from app.core.intervals import interval_from_errors
 from app.core.planner import FULL, PLANNER_PARAMS, budget_grid, parse_candidate, plan_benchmark
 from app.core.prediction import estimate_from_coreset
@@ -64,7 +66,8 @@ def held_out(Y_ref: np.ndarray, Y_test: np.ndarray, method: str, predictor: str,
         w = np.full(k, 1.0 / k)
     pred = _factory(predictor, w)().fit(Y_ref[:, idx], s_ref).predict(Y_test[:, idx])
     e_cal = _selection_aware_errors(method, predictor, Y_ref, s_ref, k, seed, params, {})
-    lo, hi = interval_from_errors(0.0, e_cal, level)
+    fixed = _fixed_errors(predictor, Y_ref[:, idx], s_ref, w, "calibrated")  # the default rule (issue 16 §2)
+    lo, hi = interval_from_errors(0.0, e_cal, level, fixed, "calibrated")
     return s_test - np.asarray(pred), np.full(len(s_test), (hi - lo) / 2)
 
 

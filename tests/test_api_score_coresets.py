@@ -44,7 +44,7 @@ def upload(client, bench: str, scores: np.ndarray, prefix: str = "ref", n: int =
 def create(client, **body) -> dict:
     r = client.post("/v1/coresets", json=body)
     assert r.status_code == 202, r.text
-    job = wait_for_job(client, r.json()["job"]["id"], timeout=120)
+    job = wait_for_job(client, r.json()["job"]["id"], timeout=600)
     assert job["status"] == "succeeded", job
     coreset = client.get(f"/v1/coresets/{r.json()['coreset']['id']}").json()
     assert coreset["status"] == "ready", coreset

@@ -159,3 +159,51 @@ def test_planner_takes_auto_as_an_opt_in_candidate() -> None:
     res = auto_select(Y, k=plan["budget"], seed=0, selectors=["random", "mrmr"], max_seconds=None)
     row = next(r for r in plan["evidence"] if r["budget"] == plan["budget"])
     assert row["expected_rmse"] == pytest.approx(res.honest_rmse)
+
+
+def test_fixed_errors_are_the_chosen_predictors_loo_on_the_chosen_coreset() -> None:
+    """The "calibrated" interval's optimistic half (issue 16 §2): leave-one-reference-out errors of
+    auto's stored choice on its stored coreset; the interval mixes them with the outer-fold errors."""
+    from app.core.intervals import calibrated_half_width, conformal_half_width, fixed_coreset_errors
+
+    Y = offset_matrix(M=24, N=40, seed=3)
+    res = auto_select(Y, k=6, seed=2, selectors=MEAN_VS_RIDGE, outer_folds=4, inner_folds=3, max_seconds=None)
+    assert res.choice.predictor == "ridge"
+    X, y = Y[:, res.selection.idx], Y.mean(axis=1)
+    assert res.fixed_errors is not None
+    np.testing.assert_allclose(res.fixed_errors, fixed_coreset_errors(RidgePredictor, X, y), atol=1e-12)
+    # selection-blind, so smaller than the honest outer-fold errors here, and the calibrated width lies
+    # between the two sets' own conformal widths
+    assert np.sqrt(np.mean(res.fixed_errors**2)) < res.honest_rmse
+    h = calibrated_half_width(res.outer_errors, res.fixed_errors, 0.8)
+    assert conformal_half_width(res.fixed_errors, 0.8) < h < conformal_half_width(res.outer_errors, 0.8)
+
+
+def test_backtest_and_planner_give_auto_the_calibrated_width() -> None:
+    from app.core.intervals import interval_from_errors
+    from app.core.planner import Candidate as PlanCandidate
+    from app.core.planner import evaluate_candidate
+
+    rng = np.random.default_rng(0)
+    Y = offset_matrix(M=40, N=50, seed=1)
+    Y = (Y - Y.min()) / (Y.max() - Y.min()) + rng.normal(0, 1e-3, Y.shape)
+    params = {"selectors": MEAN_VS_RIDGE, "max_seconds": None}
+    widths = {}
+    for rule in ("calibrated", "conformal"):
+        rows = run_backtest(Y, ["auto"], {"auto": ["auto"]}, budgets=(0.1,), n_reference=30, split="random",
+                            seeds=1, method_params={"auto": params}, interval=rule)
+        widths[rule] = rows[0]["interval_width"]
+    # the backtest's references and budget, redone by hand
+    from app.core.backtest import split_models
+    ref, test = split_models(Y.mean(axis=1), 30, "random", np.random.default_rng(0))
+    res = auto_select(Y[ref], k=5, seed=0, **params)
+    for rule, fixed in (("calibrated", res.fixed_errors), ("conformal", None)):
+        lo, hi = interval_from_errors(0.0, res.outer_errors, 0.9, fixed, rule)
+        assert widths[rule] == pytest.approx(hi - lo, rel=1e-9), rule
+    assert widths["calibrated"] != pytest.approx(widths["conformal"])
+    # the planner's evidence: the calibrated width of auto at that budget (conformal with params.interval)
+    for rule in ("calibrated", "conformal"):
+        row = evaluate_candidate(Y[ref], PlanCandidate("auto", "auto"), 5, 0.9, [0], {**params, "interval": rule})
+        fixed = res.fixed_errors if rule == "calibrated" else None
+        lo, hi = interval_from_errors(0.0, res.outer_errors, 0.9, fixed, rule)
+        assert row["interval_width"] == pytest.approx(hi - lo, rel=1e-9) and row["interval_rule"] == rule

@@ -65,3 +65,51 @@ def test_calibrated_coverage_is_nominal_where_conformal_over_covers(tails: str) 
             old[r] = np.mean(np.abs(target) <= conformal_half_width(cf, level))
         assert abs(cal.mean() - level) < 0.015, (tails, level, cal.mean())
         assert old.mean() > level + 0.03, (tails, level, old.mean())
+
+
+def test_irt_cross_fitted_errors_refit_the_pipeline_per_fold() -> None:
+    """The IRT predictors' pessimistic half (issue 16 §2): on each of 5 folds the IRT model (at the given
+    dimension) and the selection are refitted without the fold; recomputed by hand on GENERATED 2-PL
+    data for tinyBenchmarks' anchors and for another selector; not the in-sample residuals under the
+    model fitted on every reference."""
+    from app.core.intervals import cross_fitted_errors
+    from app.core.irt import (
+        IRTPredictor,
+        IRTSelection,
+        binarize,
+        fit_multidim_2pl,
+        irt_anchors,
+        irt_cross_fitted_errors,
+    )
+
+    rng = np.random.default_rng(5)
+    M, N, k = 25, 40, 8
+    a, b, theta = rng.lognormal(0, 0.3, N), rng.normal(0, 1, N), rng.normal(0, 1, M)
+    Y = (rng.random((M, N)) < 1 / (1 + np.exp(-a * (theta[:, None] - b)))).astype(float)
+    fast = {"epochs": 40, "lr": 0.1}
+    full = IRTSelection(k=k, seed=0, dim=1, **fast).fit(Y)
+    first_items = lambda Y_train: (np.arange(k), None)  # noqa: E731 (a fixed coreset, no weights)
+
+    for variant, select in (("gp_irt", None), ("p_irt", first_items)):
+        errors = irt_cross_fitted_errors(Y, variant, 1, full.bias_, k, select=select, seed=0, **fast)
+
+        def fit_predict(train: np.ndarray, test: np.ndarray, variant: str = variant, select=select) -> np.ndarray:
+            fit = fit_multidim_2pl(binarize(Y[train])[0], 1, seed=0, **fast)
+            ranking, weights = (irt_anchors(fit.a, fit.b, k, 0)[:2] if select is None else select(Y[train]))
+            est = IRTPredictor(seed=0).fit(Y[train], ranking, weights=weights, item_params=(fit.a, fit.b),
+                                           bias=full.bias_).predict(Y[test][:, ranking])
+            return est.gp_irt if variant == "gp_irt" else est.p_irt
+
+        np.testing.assert_allclose(errors, cross_fitted_errors(fit_predict, Y.mean(axis=1), n_folds=5, seed=0),
+                                   atol=1e-12)
+        ranking = full.ranking_ if select is None else np.arange(k)
+        weights = full.weights_ if select is None else None
+        est = IRTPredictor(seed=0).fit(Y, ranking, weights=weights, item_params=(full.a_, full.b_),
+                                       bias=full.bias_).predict(Y[:, ranking])
+        residuals = Y.mean(axis=1) - (est.gp_irt if variant == "gp_irt" else est.p_irt)
+        assert np.isfinite(errors).all()
+        assert np.abs(errors - residuals).max() > 1e-3, variant  # refitted without the fold: not the residuals
+    # the anchors of IRTSelection are irt_anchors of its model
+    np.testing.assert_array_equal(full.ranking_, irt_anchors(full.a_, full.b_, k, 0)[0])
+    with pytest.raises(ValueError, match="variant"):
+        irt_cross_fitted_errors(Y, "irt", 1, full.bias_, k)

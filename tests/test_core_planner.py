@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.core.backtest import _selection_aware_errors, impute_item_mean
-from app.core.intervals import interval_from_errors
+from app.core.intervals import calibrated_half_width, fixed_coreset_errors, interval_from_errors
 from app.core.planner import (
     FULL,
     Candidate,
@@ -21,6 +21,8 @@ from app.core.planner import (
     plan_benchmark,
     plan_suite,
 )
+from app.core.predictors import KernelRidgePredictor
+from app.core.selection.score_based import SCORE_METHODS
 
 
 def two_pl(seed: int, n_models: int = 40, n_items: int = 120) -> np.ndarray:
@@ -55,17 +57,31 @@ def test_parse_candidate() -> None:
 def test_evidence_is_the_backtests_cross_fitted_errors() -> None:
     Y = two_pl(1)
     row = evaluate_candidate(Y, Candidate("pbsc", "kernel_ridge"), 12, 0.9, [0, 1])
+    old = evaluate_candidate(Y, Candidate("pbsc", "kernel_ridge"), 12, 0.9, [0, 1], {"interval": "conformal"})
     s = Y.mean(axis=1)
-    rmse, width = [], []
+    rmse, width, width_old = [], [], []
     for seed in (0, 1):
         e = _selection_aware_errors("pbsc", "kernel_ridge", Y, s, 12, seed, {}, {})
         rmse.append(np.sqrt(np.mean(e**2)))
-        lo, hi = interval_from_errors(0.0, e, 0.9)
+        # the width the coreset will report: the default "calibrated" rule, with the fixed-coreset
+        # leave-one-reference-out errors of the coreset selected on all the references
+        idx = SCORE_METHODS["pbsc"](k=12, seed=seed).fit(Y).ranking_
+        fixed = fixed_coreset_errors(KernelRidgePredictor, Y[:, idx], s)
+        lo, hi = interval_from_errors(0.0, e, 0.9, fixed, "calibrated")
         width.append(hi - lo)
+        assert hi == pytest.approx(calibrated_half_width(e, fixed, 0.9))
+        lo, hi = interval_from_errors(0.0, e, 0.9)  # params.interval "conformal": the old rule
+        width_old.append(hi - lo)
     assert row["expected_rmse"] == pytest.approx(np.mean(rmse), rel=1e-12)
     assert row["interval_width"] == pytest.approx(np.mean(width), rel=1e-12)
     assert row["half_width"] == pytest.approx(row["interval_width"] / 2)
+    assert row["interval_rule"] == "calibrated" and old["interval_rule"] == "conformal"
+    assert old["interval_width"] == pytest.approx(np.mean(width_old), rel=1e-12)
+    assert old["expected_rmse"] == pytest.approx(row["expected_rmse"], rel=1e-12)
+    assert row["interval_width"] != pytest.approx(old["interval_width"])  # the rules differ on these data
     assert row["budget"] == 12 and row["n_seeds"] == 2 and row["expected_rmse_se"] > 0
+    with pytest.raises(ValueError, match="unknown interval rule"):
+        evaluate_candidate(Y, Candidate("pbsc", "kernel_ridge"), 12, 0.9, [0], {"interval": "wide"})
 
 
 def test_random_evidence_is_the_random_coresets_interval() -> None:

@@ -25,8 +25,11 @@ Nested cross-validation (Varma & Simon 2006; Cawley & Talbot 2010 on selection b
    built on the other folds only, its choice refitted on them (selection + predictor) and applied to
    the held-out fold. These **outer errors** never saw the held-out references, the choice
    included, so their RMSE is an honest estimate of the whole ``auto`` procedure; they are also the
-   coreset's interval calibration (split conformal, :func:`app.core.intervals.interval_from_errors`).
-3. *Final choice*: the inner table on all references; its winner is fitted on all of them and stored.
+   pessimistic half of the coreset's interval calibration (:func:`app.core.intervals.interval_from_errors`).
+3. *Final choice*: the inner table on all references; its winner is fitted on all of them and stored,
+   with its leave-one-reference-out errors on the chosen coreset (``fixed_errors``, the optimistic
+   half: the default ``"calibrated"`` rule is the geometric mean of the two scales, as for every
+   score-based coreset).
 
 Cost control: a selector's fits are ``(outer_folds + 1) (inner_folds + 1)`` (one selection per
 training set, shared by its predictors). Selectors run cheapest first; before each, one timed fit
@@ -45,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from app.core.intervals import coreset_cross_fitted_errors, cross_fitted_errors
+from app.core.intervals import coreset_cross_fitted_errors, cross_fitted_errors, fixed_coreset_errors
 from app.core.irt import IRTSelection, irt_predictor_for
 from app.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
 from app.core.selection.score_based import SCORE_METHODS
@@ -283,6 +286,9 @@ class AutoResult:
     model: Any
     seconds: float
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    #: (M,) leave-one-reference-out errors of the chosen predictor on the final (chosen) coreset: the
+    #: optimistic half of the ``"calibrated"`` interval rule (:func:`app.core.intervals.calibrated_half_width`)
+    fixed_errors: np.ndarray | None = None
 
     @property
     def honest_rmse(self) -> float:
@@ -377,4 +383,6 @@ def auto_select(Y: Any, k: int, seed: int = 0, selectors: Sequence[SelectorSpec]
         outer.append({"fold": f, "test": test.tolist(), "chosen": chosen.label, "rmse": _rmse(y[test] - pred)})
     choice, table = inner_table(errors[-1])
     selection, model = fit_candidate(choice, Y, k, seed)
-    return AutoResult(choice, table, outer, outer_errors, selection, model, time.perf_counter() - started, skipped)
+    fixed = fixed_coreset_errors(_candidate_factory(choice, selection, Y, seed, k), Y[:, selection.idx], y)
+    return AutoResult(choice, table, outer, outer_errors, selection, model, time.perf_counter() - started, skipped,
+                      fixed)

@@ -402,7 +402,8 @@ def run_backtest(
                         _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
                                              selector, flagged, level, seed, True)
                     elif with_ci and name == "auto":  # auto's outer-fold errors (the choice refitted per fold)
-                        lower, upper = interval_from_errors(pred, selector.outer_errors, level)
+                        fixed = selector.fixed_errors if (interval or DEFAULT_INTERVAL) == "calibrated" else None
+                        lower, upper = interval_from_errors(pred, selector.outer_errors, level, fixed, interval)
                         cov = _coverage(lower, upper, s_test)
                         width = float(np.mean(upper - lower))
                     elif with_ci and name not in _NO_INTERVAL:

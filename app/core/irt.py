@@ -56,6 +56,9 @@ from app.core.selection.baselines import nearest_distinct_items
 
 __all__ = [
     "DIMS",
+    "IRT_CALIBRATION_FOLDS",
+    "irt_anchors",
+    "irt_cross_fitted_errors",
     "EPOCHS",
     "LR",
     "LR_DECAY",
@@ -400,14 +403,22 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
         fit = fit_multidim_2pl(Yb, self.dim_, epochs=self.epochs, lr=self.lr, seed=seed)
         self.a_, self.b_, self.theta_ = fit.a, fit.b, fit.theta
         k = int(self.k)
-        X = np.column_stack([fit.a, fit.b])
-        km = KMeans(n_clusters=k, n_init="auto", random_state=seed).fit(X, sample_weight=np.full(n, 1.0 / n))
-        self.ranking_ = nearest_distinct_items(km.cluster_centers_, X)
-        self.weights_ = np.bincount(km.labels_, minlength=k).astype(np.float64) / n
+        self.ranking_, self.weights_, km = irt_anchors(fit.a, fit.b, k, seed)
         self.gains_ = np.full(k, np.nan)
         self.cluster_centers_ = km.cluster_centers_
         self.labels_ = km.labels_
         return self
+
+
+def irt_anchors(a: np.ndarray, b: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, Any]:
+    """tinyBenchmarks' anchor points of an IRT model: ``KMeans(k, n_init="auto", random_state=seed)`` on
+    ``[a_i, b_i]``, per cluster the nearest item (distinct); weights = cluster sizes / N. Returns
+    ``(ranking, weights, the fitted KMeans)``."""
+    X = np.column_stack([a, b])
+    n = X.shape[0]
+    km = KMeans(n_clusters=k, n_init="auto", random_state=seed).fit(X, sample_weight=np.full(n, 1.0 / n))
+    weights = np.bincount(km.labels_, minlength=k).astype(np.float64) / n
+    return nearest_distinct_items(km.cluster_centers_, X), weights, km
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,3 +525,46 @@ def irt_predictor_for(Y_ref: Any, selected: Any, weights: Any = None, selector: 
     pipe = IRTSelection(k=1, seed=seed, **params).fit(Y_ref)
     return IRTPredictor(seed=seed).fit(Y_ref, selected, weights=weights, item_params=(pipe.a_, pipe.b_),
                                        bias=pipe.bias_)
+
+
+#: folds of :func:`irt_cross_fitted_errors` (each refits the IRT model: two SVI fits at a given dimension)
+IRT_CALIBRATION_FOLDS = 5
+
+
+def irt_cross_fitted_errors(Y_ref: Any, variant: str, dim: int, bias: float, k: int,
+                            select: Any = None, n_folds: int = IRT_CALIBRATION_FOLDS, seed: int = SEED,
+                            epochs: int = EPOCHS, lr: float = LR) -> np.ndarray:
+    """(M,) held-out errors ``y_i - est_{-fold(i)}(i)`` of an IRT coreset pipeline (issue 16 §2: the
+    pessimistic half of the ``"calibrated"`` interval for the ``gp_irt`` / ``p_irt`` predictors).
+
+    On each of ``n_folds`` seeded folds of the references (:func:`app.core.intervals.cross_fitted_errors`)
+    the IRT model is refitted on the training references (binarised as :func:`binarize`, dimension
+    ``dim`` = the one chosen on all references, one SVI fit), the coreset chosen -- ``select(Y_train) ->
+    (ranking, weights or None)`` for another selector, else (``select=None``) tinyBenchmarks' ``k``
+    anchors of the fold's model (:func:`irt_anchors`) -- and ``variant`` (``"gp_irt"`` / ``"p_irt"``) of
+    the held-out fold recorded. gp-IRT's lambda uses the training references and ``bias`` (the
+    validation error ``b_hat`` of the model on all references: not refitted, which would cost a second
+    SVI fit per fold). The in-sample residuals under the model fitted on all references are the
+    optimistic half.
+    """
+    from app.core.intervals import cross_fitted_errors  # intervals -> predictors; no cycle, kept local anyway
+
+    if variant not in ("gp_irt", "p_irt"):
+        raise ValueError(f"variant must be gp_irt or p_irt, got {variant!r}")
+    Y = _check_responses(Y_ref)
+    y = Y.mean(axis=1)
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        Y_train = Y[train]
+        fit = fit_multidim_2pl(binarize(Y_train)[0], int(dim), epochs=epochs, lr=lr, seed=seed)
+        if select is None:
+            ranking, weights, _ = irt_anchors(fit.a, fit.b, int(k), seed)
+        else:
+            ranking, weights = select(Y_train)
+        ranking = np.asarray(ranking, dtype=np.int64)
+        pred = IRTPredictor(seed=seed).fit(Y_train, ranking, weights=weights, item_params=(fit.a, fit.b),
+                                           bias=float(bias))
+        est = pred.predict(np.clip(Y[test][:, ranking], 0.0, 1.0))
+        return np.asarray(est.p_irt if variant == "p_irt" else est.gp_irt)
+
+    return cross_fitted_errors(fit_predict, y, n_folds=n_folds, seed=seed)

@@ -10,8 +10,12 @@ pipeline the service would build is backtested on the references themselves:
   :func:`app.core.backtest._selection_aware_errors` -- ten folds of the references, the selector
   *and* the predictor refitted without each fold, exactly what a score-based coreset job stores as
   its calibration (``app.coresets.families.score_based``). The expected RMSE is their root mean
-  square; the interval is the one such a coreset reports, ``+- q`` with ``q`` the split-conformal
-  quantile of those errors at ``level`` (:func:`app.core.intervals.interval_from_errors`).
+  square; the interval is the one such a coreset reports: by default the ``"calibrated"`` rule
+  (:func:`app.core.intervals.calibrated_half_width`) on those errors and the leave-one-reference-out
+  errors of the predictor on the coreset selected on all references (what the job stores as
+  ``fixed_errors``), or, with ``params[method].interval = "conformal"``, ``+- q`` with ``q`` the
+  split-conformal quantile of the cross-fitted errors alone (:func:`app.core.intervals.interval_from_errors`).
+  ``auto``: its outer-fold errors and its chosen predictor's fixed-coreset errors, likewise.
 * ``random`` (+ ``mean``): a uniformly random coreset (the backtest's seeded draw) predicted by its
   mean; error = coreset mean - full mean per reference; interval = the one a ``random`` coreset
   reports, the finite-population normal interval of :func:`app.core.prediction.estimate_from_coreset`,
@@ -38,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from app.core.auto import auto_select
-from app.core.backtest import _select, _selection_aware_errors, impute_item_mean, paper_label
-from app.core.intervals import interval_from_errors
+from app.core.backtest import _fixed_errors, _select, _selection_aware_errors, impute_item_mean, paper_label
+from app.core.intervals import DEFAULT_INTERVAL, INTERVAL_RULES, interval_from_errors
 from app.core.prediction import estimate_from_coreset
 
 __all__ = [
@@ -134,19 +138,28 @@ def evaluate_candidate(Y: np.ndarray, candidate: Candidate, k: int, level: float
     s = Y.mean(axis=1)
     binary = bool(np.all((Y == 0.0) | (Y == 1.0)))
     t0 = time.perf_counter()
+    params = dict(params or {})
+    rule = str(params.pop("interval", None) or DEFAULT_INTERVAL)  # the rule the coreset will report
+    if rule not in INTERVAL_RULES:
+        raise ValueError(f"unknown interval rule {rule!r}; choose among {INTERVAL_RULES}")
     rmse, mae, width, q90 = [], [], [], []
     for seed in seeds:
+        fixed: np.ndarray | None = None
         if candidate.method == "random":
             e, w = _random_errors_widths(Y, s, k, int(seed), level, score_range, binary)
             width.append(float(np.mean(w)))
         elif candidate.method == "auto":  # its outer-fold errors: the choice refitted without each fold
-            e = auto_select(Y, k, seed=int(seed), **dict(params or {})).outer_errors
-            lo, hi = interval_from_errors(0.0, e, level)
+            res = auto_select(Y, k, seed=int(seed), **params)
+            e = res.outer_errors
+            fixed = res.fixed_errors if rule == "calibrated" else None
+            lo, hi = interval_from_errors(0.0, e, level, fixed, rule)
             width.append(float(hi - lo))
         else:
-            e = _selection_aware_errors(candidate.method, candidate.predictor, Y, s, k, int(seed),
-                                        dict(params or {}), {})
-            lo, hi = interval_from_errors(0.0, e, level)
+            e = _selection_aware_errors(candidate.method, candidate.predictor, Y, s, k, int(seed), params, {})
+            if rule == "calibrated":  # the chosen coreset's leave-one-reference-out errors, as the job stores
+                idx, weights, _ = _select(candidate.method, Y, k, int(seed), params)
+                fixed = _fixed_errors(candidate.predictor, Y[:, idx], s, weights, rule)
+            lo, hi = interval_from_errors(0.0, e, level, fixed, rule)
             width.append(float(hi - lo))
         rmse.append(float(np.sqrt(np.mean(e**2))))
         mae.append(float(np.mean(np.abs(e))))
@@ -160,7 +173,9 @@ def evaluate_candidate(Y: np.ndarray, candidate: Candidate, k: int, level: float
             "budget": int(k), "fraction": k / Y.shape[1], "expected_rmse": float(np.mean(rmse)),
             "expected_rmse_se": se(rmse), "mae": float(np.mean(mae)), "interval_width": float(np.mean(width)),
             "interval_width_se": se(width), "half_width": float(np.mean(width)) / 2.0,
-            "error_quantile": float(np.mean(q90)), "n_seeds": n, "seconds": time.perf_counter() - t0}
+            "error_quantile": float(np.mean(q90)), "n_seeds": n,
+            "interval_rule": "finite_population" if candidate.method == "random" else rule,
+            "seconds": time.perf_counter() - t0}
 
 
 def plan_benchmark(Y: Any, half_width: float, level: float = 0.95,

@@ -150,6 +150,9 @@ class AggregateEstimate(BaseModel):
     std_error: float | None
     n_benchmarks: int
     n_benchmarks_total: int
+    interval_rule: str | None = Field(
+        None, description='Score-based: the rule of `interval`, as for a benchmark ("calibrated" when every '
+                          'benchmark in the aggregate has the fixed-coreset errors, else "conformal").')
 
 
 class CoresetPrediction(BaseModel):

@@ -18,7 +18,10 @@ them and the database (see docs/DECISIONS.md "Score-based coresets"); prediction
   references x k. The job also stores ``calibration``: the references' cross-fitted errors
   (selector + predictor refitted on ten folds of the references,
   ``app.core.intervals.coreset_cross_fitted_errors``), so that intervals account for the coreset
-  having been chosen on the same references.
+  having been chosen on the same references, and the fixed-coreset errors of the ``"calibrated"``
+  rule (``fixed_errors``); for the IRT predictors the IRT pipeline refitted on
+  :data:`IRT_CALIBRATION_FOLDS` folds and the in-sample residuals; for ``auto`` its outer-fold errors
+  and its choice's leave-one-reference-out errors.
 """
 
 from __future__ import annotations
@@ -33,8 +36,13 @@ from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import load_matrix
 from app.core.auto import INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, auto_select, parse_selectors
-from app.core.intervals import INTERVAL_RULES, coreset_cross_fitted_errors, fixed_coreset_errors
-from app.core.irt import IRTSelection, irt_predictor_for
+from app.core.intervals import (
+    DEFAULT_INTERVAL,
+    INTERVAL_RULES,
+    coreset_cross_fitted_errors,
+    fixed_coreset_errors,
+)
+from app.core.irt import IRT_CALIBRATION_FOLDS, IRTSelection, irt_cross_fitted_errors, irt_predictor_for
 from app.core.selection.base import ParamSpec
 from app.core.selection.baselines import stratified_counts
 from app.core.selection.score_based import SCORE_METHODS, SCORE_PARAMS
@@ -338,6 +346,35 @@ def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k:
             "errors": errors.tolist()}
 
 
+def _irt_cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray,
+                                  predictor: str, irt: dict[str, Any]) -> dict[str, Any]:
+    """The IRT predictors' ``"calibrated"`` interval (``app.core.irt.irt_cross_fitted_errors``): held-out
+    errors of the whole pipeline on :data:`IRT_CALIBRATION_FOLDS` folds of the references -- the IRT
+    model at the dimension ``irt["dim"]`` chosen on all references, the selection (for ``irt``,
+    tinyBenchmarks' anchors of the fold's model) and the estimate refitted without the fold -- as the
+    pessimistic half, and the references' in-sample residuals under the stored IRT model
+    (``irt["residuals"]``) as the optimistic half (``fixed_errors``). Falls back to
+    ``{"kind": "reference_residuals"}`` (the conformal rule on the residuals) when a fold is too small."""
+    variant = "p_irt" if predictor == "p_irt" else "gp_irt"
+    options = {key: v for key, v in _irt_params(method, params).items() if key in ("epochs", "lr")}
+
+    def select(Y_train: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
+        fitted = _fit_selector(method, params, seed, k, Y_train)
+        w = getattr(fitted, "weights_", None)
+        weights = np.asarray(w, dtype=float).tolist() if method in WEIGHTED_METHODS and w is not None else None
+        return np.asarray(fitted.ranking_, dtype=np.int64), weights
+
+    try:
+        errors = irt_cross_fitted_errors(Y, variant, int(irt["dim"]), float(irt["bias"]), k,
+                                         select=None if method == "irt" else select,
+                                         n_folds=IRT_CALIBRATION_FOLDS, seed=seed, **options)
+    except ValueError as exc:
+        return {"kind": "reference_residuals", "reason": f"cross-fitting failed: {exc}"}
+    return {"kind": "cross_fitted", "predictor": predictor, "source": "irt_folds",
+            "n_folds": min(IRT_CALIBRATION_FOLDS, len(Y)), "errors": errors.tolist(),
+            "fixed_errors": list(irt["residuals"][variant])}
+
+
 def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[int], names: list[str],
                          predictor_explicit: bool) -> dict[str, Any]:
     started = time.perf_counter()
@@ -396,6 +433,10 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             fit["lambda"] = float(predictor_factory(predictor, fit)().fit(X_ref, y_ref).lambda_)
         if predictor in IRT_PREDICTORS:
             fit["irt"] = _irt_fit(method, params, seed, fitted, Y, ranking, fit["weights"])
+            if (params.get("interval") or DEFAULT_INTERVAL) == "calibrated":  # "conformal": the residuals alone
+                calibration = _irt_cross_fitted_calibration(method, params, seed, k_b, Y, predictor, fit["irt"])
+                if calibration["kind"] == "cross_fitted":
+                    fit["calibration"] = calibration
         else:
             fit["calibration"] = _cross_fitted_calibration(method, params, seed, k_b, Y, y_ref, predictor)
             if fit["calibration"]["kind"] == "cross_fitted":  # the "calibrated" interval's optimistic half
@@ -424,7 +465,8 @@ def _auto_fit(ctx: JobContext, params: dict[str, Any], seed: int, k: int, Y: np.
               max_seconds: float | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None, dict[str, Any]]:
     """One benchmark of ``method: "auto"`` (``app.core.auto.auto_select``): (the stored fit with the
     chosen predictor, the ranking, the item weights, ``diagnostics.auto[benchmark]``). The calibration
-    is auto's outer-fold errors: the choice itself refitted without each fold."""
+    is auto's outer-fold errors (the choice itself refitted without each fold) and the chosen
+    predictor's leave-one-reference-out errors on the chosen coreset (``fixed_errors``)."""
     selectors = parse_selectors(params["selectors"]) if params.get("selectors") else None
     if selectors is not None and not np.all((Y >= 0) & (Y <= 1)):
         selectors = tuple(s for s in selectors if s.method != "irt")
@@ -453,6 +495,8 @@ def _auto_fit(ctx: JobContext, params: dict[str, Any], seed: int, k: int, Y: np.
             fit["lambda"] = float(predictor_factory(p, fit)().fit(X_ref, Y.mean(axis=1)).lambda_)
     fit["calibration"] = {"kind": "cross_fitted", "predictor": choice.predictor, "source": "auto_outer_folds",
                           "n_folds": len(result.outer), "errors": result.outer_errors.tolist()}
+    if result.fixed_errors is not None:  # the "calibrated" rule's optimistic half, as the single-method path
+        fit["calibration"]["fixed_errors"] = np.asarray(result.fixed_errors, dtype=float).tolist()
     return fit, ranking, weights, result.summary()
 
 

@@ -252,7 +252,8 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
         return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)),
                                               finite_or_none(_clip(float(upper), lo_s, hi_s))],
-                "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group)}
+                "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group),
+                "interval_rule": rule if fixed is not None else "conformal"}
 
     out: list[dict[str, Any]] = []
     for t, (_, model_name) in enumerate(targets):
