@@ -58,11 +58,38 @@ def test_plan_job_two_benchmarks(committed_client) -> None:
         assert plan["interval_width"] == pytest.approx(offline["interval_width"], abs=1e-12)
         assert [(e["method"], e["budget"]) for e in plan["evidence"]] == \
             [(e["method"], e["budget"]) for e in offline["evidence"]]
+        # the width of the rule the coreset will report (issue 16 §2): calibrated for score-based methods
+        assert {e["method"]: e["interval_rule"] for e in plan["evidence"]} == \
+            {"random": "finite_population", "pbsc": "calibrated"}
         if plan["method"] != "full":
             assert plan["interval_width"] / 2 <= 0.08
+            assert plan["interval_rule"] == ("calibrated" if plan["method"] == "pbsc" else "finite_population")
     suite = result["suite"]
     assert suite["split"] == {n: result["benchmarks"][n]["budget"] for n in ("gen_a", "gen_b")}
     assert suite["total_items"] == sum(suite["split"].values()) and suite["n_items"] == 100
+
+
+def test_plan_with_the_conformal_rule(committed_client) -> None:
+    """``params[method].interval: "conformal"``: the plan sizes the budget with the old rule's width and
+    reports it, so that the coreset built with those params reports the planned width."""
+    client = committed_client
+    upload(client, "gen", two_pl(4))
+    body = {"benchmarks": "gen", "half_width": 0.08, "level": 0.9, "methods": ["pbsc:kernel_ridge"], "seeds": 1,
+            "params": {"pbsc": {"interval": "conformal"}}}
+    r = client.post("/v1/plans", json=body)
+    assert r.status_code == 202, r.text
+    done = wait_for_job(client, r.json()["job"]["id"], timeout=240)
+    assert done["status"] == "succeeded", done
+    plan = done["result"]["benchmarks"]["gen"]
+    offline = plan_benchmark(two_pl(4).astype(float), 0.08, 0.9, [Candidate("pbsc", "kernel_ridge")], seeds=1,
+                             params={"pbsc": {"interval": "conformal"}})
+    assert all(e["interval_rule"] == "conformal" for e in plan["evidence"])
+    assert [e["interval_width"] for e in plan["evidence"]] == pytest.approx([e["interval_width"]
+                                                                             for e in offline["evidence"]])
+    if plan["method"] != "full":
+        assert plan["params"] == {"interval": "conformal"} and plan["interval_rule"] == "conformal"
+    r = client.post("/v1/plans", json={**body, "params": {"pbsc": {"interval": "wide"}}})
+    assert r.status_code == 422 and "params.pbsc.interval" in r.text, r.text
 
 
 def test_plan_with_listed_references(committed_client) -> None:

@@ -187,7 +187,9 @@ def plan_benchmark(Y: Any, half_width: float, level: float = 0.95,
     """The plan for one benchmark (see the module docstring).
 
     Returns ``{method, predictor, label, budget, fraction, n_items, expected_rmse, interval_width,
-    half_width, reached, level, requested_half_width, n_references, evidence: [rows], stopped}``;
+    half_width, reached, interval_rule, level, requested_half_width, n_references, evidence: [rows], stopped}``
+    (``interval_rule``: the rule of ``interval_width``, ``"calibrated"`` unless ``params[method].interval``
+    says ``"conformal"``; ``"finite_population"`` for random; None for the full benchmark);
     ``stopped`` is ``"reached"``, ``"grid_exhausted"`` (the plan is the full benchmark),
     ``"max_seconds"`` (time ran out before any budget was reached: full benchmark, evidence so far) or
     ``"max_seconds_reached"`` (time ran out, the plan is the best reached so far). ``params`` are
@@ -253,9 +255,10 @@ def plan_benchmark(Y: Any, half_width: float, level: float = 0.95,
             "seconds": time.perf_counter() - started}
     if best is None:
         return {**base, "method": FULL, "predictor": None, "label": "full benchmark", "budget": N,
-                "fraction": 1.0, "expected_rmse": 0.0, "interval_width": 0.0, "half_width": 0.0, "reached": True}
+                "fraction": 1.0, "expected_rmse": 0.0, "interval_width": 0.0, "half_width": 0.0, "reached": True,
+                "interval_rule": None}
     keep = ("method", "predictor", "label", "budget", "fraction", "expected_rmse", "interval_width", "half_width",
-            "reached")
+            "reached", "interval_rule")
     return {**base, **{key: best[key] for key in keep}}
 
 
