@@ -506,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         with shared_metrics_folder(args.workers):
             uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port,
                         workers=args.workers, log_level=settings.log_level.lower(), log_config=None,
-                        access_log=False)
+                        access_log=False, timeout_worker_healthcheck=settings.serve_worker_healthcheck_timeout_s)
         return 0
     if args.command == "worker":
         queues = [q.strip() for q in args.queues.split(",") if q.strip()]

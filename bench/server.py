@@ -43,25 +43,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def drop_database(name: str) -> None:
+    admin = make_engine(ADMIN_URL).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
+
+
 @contextmanager
-def running_server(database_url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Yield (base_url, process) of `evalplan serve` (one uvicorn process) until the block ends."""
+def running_server(database_url: str, src: Path = ROOT, start_timeout_s: float = 300.0,
+                   **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Yield (base_url, process) of `evalplan serve` (one uvicorn process) until the block ends; ``src`` is
+    the source folder to run (this checkout, or a ``source_tree`` of the previous code)."""
     port = free_port()
     environment = {**os.environ, "EVALPLAN_DATABASE_URL": database_url, "HF_HUB_OFFLINE": "1",
-                   "EVALPLAN_LOG_LEVEL": "WARNING", **env}
+                   "EVALPLAN_LOG_LEVEL": "WARNING", "PYTHONPATH": str(src), **env}
     environment.pop("EVALPLAN_REDIS_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            env=environment, cwd=ROOT)
+                            env=environment, cwd=src)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
+        deadline = time.monotonic() + start_timeout_s  # a deadline, not a count: a loaded machine starts slowly
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode} before it answered /health")
             try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("server did not start")
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server did not answer /health within {start_timeout_s:.0f} s")
+            time.sleep(0.2)
         yield base, proc
     finally:
         proc.terminate()

@@ -1,22 +1,30 @@
-"""Peak memory of one wide-CSV score upload (issue 13, failure 5): a real `evalplan serve` process on a
-fresh PostgreSQL database; its resident set size is sampled every 5 ms while one CSV of the given size
-is posted; reported: the peak above the idle baseline, and that as a multiple of the body.
+"""Peak memory and wall time of one wide-CSV score upload (issue 13, failure 5): a real `evalplan serve`
+process on a fresh PostgreSQL database; its resident set size is sampled every 5 ms while one CSV of the
+given size is posted; reported: the peak above the idle baseline, that as a multiple of the body, the wall
+time from the first byte sent to the 200 answer (parse + model/item rows + COPY + upsert + commit) and the
+cells stored per second.
 
-    nice -n 10 python -m bench.upload_memory --mb 10 200 --write docs/PERFORMANCE.md
+    nice -n 10 python -m bench.upload_memory --mb 200 --baseline 5a2af70 --baseline-mb 20 --write docs/PERFORMANCE.md
+
+``--baseline REF`` also runs the previous code (a temporary git worktree of REF, its own server on its own
+fresh database) on a ``--baseline-mb`` body, followed by this code on the same body, for a ratio in the same
+run on the same machine (the previous code did not finish 200 MB in 41 min, so its row is a smaller body).
 
 The CSV is written to a temporary file (``--tmp``, default /tmp) row by row and streamed from it (with
-its Content-Length), so the bench process never holds the body; the file is deleted after. The peak is
-read twice: sampled every 5 ms (``psutil``) and the kernel's high-water mark ``VmHWM`` of
-/proc/<pid>/status (exact, over the process's life: the larger of the two is reported).
+its Content-Length), so the bench process never holds the body; the file is deleted after, and so is the
+bench database. The peak is read twice: sampled every 5 ms (``psutil``) and the kernel's high-water mark
+``VmHWM`` of /proc/<pid>/status (exact, over the process's life: the larger of the two is reported).
 
 The CSV is models x items of 0/1 and continuous cells (``0``, ``1``, ``0.25``: 2-5 bytes a cell), the
-shape of the real wide files. Goal: a 200 MB upload (the body limit) in under 1.5 GB.
+shape of the real wide files. Goals: a 200 MB upload (the body limit) in under 1.5 GB, and it finishes
+(under the default 900 s bulk statement timeout, ``EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -28,7 +36,7 @@ import numpy as np
 import psutil
 
 from bench.markdown_sections import write_section
-from bench.server import fresh_database, running_server
+from bench.server import ROOT, drop_database, fresh_database, running_server, source_tree
 
 START, END = "<!-- upload-memory -->", "<!-- /upload-memory -->"
 N_ITEMS = 20_000
@@ -95,20 +103,25 @@ def peak_during(pid: int, action: threading.Thread) -> int:
     return peak
 
 
-def measure(megabytes: float, folder: str | None = None) -> dict[str, float]:
+DATABASE = "evalplan_bench_upload_memory"
+
+
+def measure(megabytes: float, folder: str | None = None, src: Path = ROOT) -> dict[str, float]:
     path = write_csv(megabytes, folder)
     try:
-        return _measure(path)
+        return _measure(path, src)
     finally:
         path.unlink()
+        drop_database(DATABASE)  # tens of millions of rows: give the disk back
 
 
-def _measure(path: Path) -> dict[str, float]:
+def _measure(path: Path, src: Path) -> dict[str, float]:
     body_bytes = path.stat().st_size
-    url = fresh_database("evalplan_bench_upload_memory")
-    # a bulk upload of tens of millions of cells runs past the default statement timeouts on a loaded machine
-    with running_server(url, EVALPLAN_DB_STATEMENT_TIMEOUT_S="0", EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S="0") as (
-            base, proc):
+    url = fresh_database(DATABASE)
+    # no statement timeouts: the previous code's upsert of millions of cells ran past them on the loaded
+    # machine, and a row should measure the write, not a cancelled one
+    env = {"EVALPLAN_DB_STATEMENT_TIMEOUT_S": "0", "EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S": "0"}
+    with running_server(url, src, **env) as (base, proc):
         with httpx.Client(base_url=base, timeout=httpx.Timeout(7200, connect=30)) as client:
             assert client.post("/v1/benchmarks", json={"name": "mem", "score_kind": "continuous",
                                                        "score_min": 0, "score_max": 1}).status_code == 201
@@ -131,44 +144,65 @@ def _measure(path: Path) -> dict[str, float]:
             hwm = high_water_mark(proc.pid)
     assert result["status"] == 200, result
     peak = max(sampled, hwm)
+    seconds, n_scores = float(result["seconds"]), float(result["n_scores"])  # type: ignore[arg-type]
     return {"body_mb": body_bytes / 1e6, "baseline_mb": baseline / 1e6, "peak_mb": peak / 1e6,
             "sampled_mb": sampled / 1e6, "hwm_mb": hwm / 1e6,
             "above_mb": (peak - baseline) / 1e6, "ratio": (peak - baseline) / body_bytes,
-            "peak_ratio": peak / body_bytes,
-            "seconds": float(result["seconds"]), "n_scores": float(result["n_scores"])}  # type: ignore[arg-type]
+            "peak_ratio": peak / body_bytes, "seconds": seconds, "n_scores": n_scores,
+            "cells_per_s": n_scores / max(seconds, 1e-9), "load": os.getloadavg()[0]}
 
 
-def section(rows: list[dict[str, float]]) -> str:
+def section(rows: list[dict[str, object]], argv: list[str]) -> str:
     lines = [START, "<!-- written by `python -m bench.upload_memory --write docs/PERFORMANCE.md` -->",
-             "### Upload memory (wide CSV scores, PostgreSQL)", "",
+             "### Upload memory and time (wide CSV scores, PostgreSQL)", "",
+             f"`nice -n 10 python -m bench.upload_memory {' '.join(argv)}`. "
              "Peak resident memory of the `evalplan serve` process while one wide CSV is uploaded "
              f"({N_ITEMS} items per row, cells `0`/`1`/`0.25`/...; about 3.6 bytes a cell), streamed from a file in "
-             "/tmp. Peak = the larger of the 5 ms samples and the kernel's VmHWM; baseline = the process after a "
-             "warm-up upload. Goal: a 200 MB upload (the body limit) under 1.5 GB. Before the streaming parser: "
-             "about 23x the body (issue 13).", "",
-             "| body (MB) | cells | process peak (MB) | peak / body | peak above baseline (MB) | above / body "
-             "| seconds |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             "/tmp, and the wall time from the first byte sent to the 200 answer (parse, model and item rows, the "
+             "score write, commit). Peak = the larger of the 5 ms samples and the kernel's VmHWM; baseline = the "
+             "process after a warm-up upload. Goals: a 200 MB upload (the body limit) under 1.5 GB, and it "
+             "finishes. Before the streaming parser: about 23x the body; before the binary COPY (the previous "
+             "code): the 200 MB upload had not finished after 41 min (issue 13).", "",
+             "| code | body (MB) | cells | seconds | cells/s | process peak (MB) | peak / body "
+             "| peak above baseline (MB) | above / body | load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['body_mb']:.0f} | {r['n_scores']:.0f} | {r['peak_mb']:.0f} | {r['peak_ratio']:.2f} | "
-                     f"{r['above_mb']:.0f} | {r['ratio']:.2f} | {r['seconds']:.1f} |")
-    lines += ["", "Measured on the shared 2-core machine (other helpers running), with "
-              "`EVALPLAN_DB_STATEMENT_TIMEOUT_S=0 EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S=0` (a write of tens of "
-              "millions of cells on the loaded machine runs past the defaults).", END]
+        lines.append(f"| {r['label']} | {r['body_mb']:.0f} | {r['n_scores']:.0f} | {r['seconds']:.1f} | "
+                     f"{r['cells_per_s']:,.0f} | {r['peak_mb']:.0f} | {r['peak_ratio']:.2f} | {r['above_mb']:.0f} | "
+                     f"{r['ratio']:.2f} | {r['load']:.1f} |")
+    pairs = [(old, new) for old in rows if old["label"] != "this code"
+             for new in rows if new["label"] == "this code" and new["body_mb"] == old["body_mb"]]
+    for old, new in pairs:
+        lines += ["", f"This code vs {old['label']} on the same {old['body_mb']:.0f} MB body in the same run: "
+                  f"x{float(old['seconds']) / max(float(new['seconds']), 1e-9):.1f} faster "  # type: ignore[arg-type]
+                  f"({float(old['seconds']):.0f} s -> {float(new['seconds']):.0f} s)."]  # type: ignore[arg-type]
+    lines += ["", "Measured on the shared 2-core machine (other helpers running; load = 1-minute load average "
+              "at the end of the row), every row with `EVALPLAN_DB_STATEMENT_TIMEOUT_S=0 "
+              "EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S=0` (the previous code's upsert of millions of cells ran past "
+              "the defaults; a row under 900 s in all also fits the default bulk statement timeout).", END]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=float, nargs="+", default=[20.0])
+    parser.add_argument("--baseline", default=None, metavar="GIT_REF",
+                        help="also run the previous code (a git ref) on a --baseline-mb body, then this code on it")
+    parser.add_argument("--baseline-mb", type=float, default=20.0)
     parser.add_argument("--tmp", default=None, help="folder of the temporary CSV (default: the system's, /tmp)")
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    rows = []
-    for mb in args.mb:  # the section is written after each size, so a long run keeps what it measured
-        rows.append(measure(mb, args.tmp))
+    runs: list[tuple[str, float, str | None]] = []
+    if args.baseline:
+        runs += [(f"previous ({args.baseline})", args.baseline_mb, args.baseline),
+                 ("this code", args.baseline_mb, None)]
+    runs += [("this code", mb, None) for mb in args.mb if not (args.baseline and mb == args.baseline_mb)]
+    rows: list[dict[str, object]] = []
+    for label, mb, ref in runs:  # the section is written after each row, so a long run keeps what it measured
+        with source_tree(ref) as src:
+            rows.append({"label": label, **measure(mb, args.tmp, src)})
         print(rows[-1], flush=True)
-        text = section(rows)
+        text = section(rows, sys.argv[1:])
         if args.write:
             write_section(args.write, text, START, END)
     print(text)

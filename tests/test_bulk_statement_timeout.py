@@ -3,10 +3,11 @@ upload on a busy database is not cancelled by the per-statement timeout of ordin
 
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.benchmarks.score_matrix import _copy_upsert_postgres
+from app.benchmarks.score_matrix import copy_upsert_postgres
 from app.kit.db import make_engine
 from app.kit.settings import get_settings
 
@@ -16,7 +17,7 @@ def test_bulk_write_raises_the_statement_timeout_for_its_transaction_only(pg_eng
     try:
         with Session(engine) as session:
             assert session.execute(text("SHOW statement_timeout")).scalar_one() == "2s"
-            assert _copy_upsert_postgres(session, "acc", iter([])) == 0
+            assert copy_upsert_postgres(session, "acc", [], [], np.empty((0, 0))) == 0
             assert get_settings().db_bulk_statement_timeout_s == 900.0
             assert session.execute(text("SHOW statement_timeout")).scalar_one() == "15min"
             session.execute(text("SELECT pg_sleep(2.5)"))  # past the ordinary 2 s timeout: not cancelled

@@ -60,6 +60,37 @@ def test_twenty_uploads_introducing_one_model(server: LiveServer) -> None:
         assert text.splitlines() == ["model,q1,q2,q3", f"new-m,1,0,{i % 2}"]
 
 
+def test_large_uploads_sharing_new_models_in_different_orders(server: LiveServer) -> None:
+    """Eight uploads of thousands of cells each (the bulk write: COPY + one upsert on PostgreSQL), each to its own
+    benchmark, all introducing the same three new models, each listing them in another order: all 200, every
+    cell stored, one row per model (new names are inserted in name order, so two uploads never lock the same
+    names in opposite orders)."""
+    n, n_items = 8, 2500
+    shared = ["shared-a", "shared-b", "shared-c"]
+    for i in range(n):
+        assert server.http.post("/v1/benchmarks", json={"name": f"big-{i}"}).status_code == 201
+    bodies = []
+    for i in range(n):
+        names = [shared[(i + k) % 3] for k in range(3)]
+        names = names if i % 2 else names[::-1]
+        rows = [f"{name}," + ",".join(str((i + j + k) % 2) for j in range(n_items)) for k, name in enumerate(names)]
+        rows.append(f"own-{i}," + ",".join("1" for _ in range(n_items)))
+        bodies.append(("model," + ",".join(f"q{j}" for j in range(n_items)) + "\n" + "\n".join(rows) + "\n").encode())
+
+    def upload(http: httpx.Client, i: int) -> httpx.Response:
+        return http.post(f"/v1/benchmarks/big-{i}/scores", content=bodies[i], headers={"content-type": "text/csv"})
+
+    responses = all_at_once(n, upload, server.url)
+    assert [r.status_code for r in responses] == [200] * n, [r.text for r in responses if r.status_code != 200]
+    assert [r.json()["n_scores"] for r in responses] == [4 * n_items] * n
+    with server.session_factory() as session:
+        assert sorted(session.scalars(select(Model.name))) == sorted([*shared, *(f"own-{i}" for i in range(n))])
+        assert session.scalar(select(func.count()).select_from(Score)) == 4 * n_items * n
+    for i in range(n):
+        got = server.http.get(f"/v1/benchmarks/big-{i}/scores").text
+        assert got == bodies[i].decode()
+
+
 def test_creating_one_model_twice_at_once_gives_201_and_409(server: LiveServer) -> None:
     responses = all_at_once(8, lambda http, _i: http.post("/v1/models", json={"name": "twin"}), server.url)
     codes = sorted(r.status_code for r in responses)

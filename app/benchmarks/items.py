@@ -145,8 +145,10 @@ def upsert_items(session: Session, benchmark: Benchmark, records: list[ItemRecor
     return {"created": len(created), "updated": updated, "unchanged": unchanged}
 
 
-def ensure_items(session: Session, benchmark: Benchmark, item_ids: list[str]) -> dict[str, int]:
-    """Map item ids to row keys, creating score-only items (no text) in the given order."""
+def ensure_items(session: Session, benchmark: Benchmark, item_ids: list[str],
+                 created_pks: set[int] | None = None) -> dict[str, int]:
+    """Map item ids to row keys, creating score-only items (no text) in the given order; the keys of the items
+    this call created are added to ``created_pks`` when given."""
     existing = dict(
         session.execute(select(Item.item_id, Item.pk).where(Item.benchmark_id == benchmark.id)).all()
     )
@@ -156,6 +158,8 @@ def ensure_items(session: Session, benchmark: Benchmark, item_ids: list[str]) ->
         existing = dict(
             session.execute(select(Item.item_id, Item.pk).where(Item.benchmark_id == benchmark.id)).all()
         )
+        if created_pks is not None:
+            created_pks.update(existing[i] for i in missing)
     return existing
 
 

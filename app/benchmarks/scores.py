@@ -46,8 +46,10 @@ def parse_score_body(body: bytes, content_type: str, benchmark: Benchmark) -> Sc
 def store_upload(session: Session, benchmark: Benchmark, upload: ScoreUpload, metric: str) -> dict[str, Any]:
     """Create unknown models and items, upsert every cell, bump the benchmark's data version."""
     check_metric(metric)
-    model_of = ensure_models(session, upload.model_names)
-    pk_of = ensure_items(session, benchmark, upload.item_ids)
+    new_models: set[str] = set()
+    new_items: set[int] = set()
+    model_of = ensure_models(session, upload.model_names, new_models)
+    pk_of = ensure_items(session, benchmark, upload.item_ids, new_items)
     n = write_scores(
         session,
         benchmark,
@@ -55,6 +57,8 @@ def store_upload(session: Session, benchmark: Benchmark, upload: ScoreUpload, me
         [pk_of[i] for i in upload.item_ids],
         upload.values,
         metric,
+        fresh_models=new_models,
+        fresh_item_pks=new_items,
     )
     benchmark.data_version = (benchmark.data_version or 0) + 1
     session.flush()

@@ -3,7 +3,8 @@
 * Every response carries ``X-Request-ID`` (the client's, when it is 1-64 safe characters, else a
   new one); problem bodies carry it as ``request_id`` and every log line as ``request_id``.
 * Prometheus metrics (``prometheus-client``): request count and latency by method and route
-  template (``/v1/sessions/{session_id}``, never the raw path), in-flight requests; at scrape time,
+  template (``/v1/sessions/{session_id}``, never the raw path), in-flight requests, score cells
+  written by write path; at scrape time,
   from the database: jobs by kind and status, finished jobs' durations, queued jobs per queue
   (and the broker's queue length in production), live workers.
 * With ``evalplan serve --workers N`` (N > 1) the HTTP metrics of every worker process are summed at
@@ -58,6 +59,9 @@ LATENCY = Histogram("evalplan_http_request_duration_seconds", "Time to answer a 
                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
 IN_FLIGHT = Gauge("evalplan_http_requests_in_flight", "Requests being answered", registry=HTTP_REGISTRY,
                   multiprocess_mode="livesum")
+SCORE_CELLS = Counter("evalplan_score_cells_written", "Score cells written (uploads and imports), by write path: "
+                      "copy = PostgreSQL binary COPY, batched = SQLite batched upsert", ["path"],
+                      registry=HTTP_REGISTRY)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 

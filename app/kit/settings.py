@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         default=1, ge=1, description="Celery worker processes per `evalplan worker`."
     )
+    serve_worker_healthcheck_timeout_s: int = Field(
+        default=120, ge=1, description="`evalplan serve --workers N` (N > 1): seconds a uvicorn worker process may "
+        "leave the supervisor's health ping unanswered before it is killed and replaced. The ping goes unanswered "
+        "while a new worker starts (a fresh interpreter importing the app), which takes longer than uvicorn's "
+        "default 5 s on a loaded machine: workers were killed and respawned in a loop and the server never came up.",
+    )
     db_connect_timeout_s: float = Field(
         default=5.0, gt=0, description="Seconds to wait for a database connection (PostgreSQL connect_timeout, "
         "the pool's checkout wait); past it a request answers 503.",

@@ -51,9 +51,10 @@ def get_reference_models(session: Session, refs: Any) -> list[Model]:
     return models
 
 
-def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
+def ensure_models(session: Session, names: list[str], created_ids: set[str] | None = None) -> dict[str, str]:
     """Map each name to the caller's own model id, creating missing models in the caller's team (safe under
-    concurrent first use)."""
+    concurrent first use). The ids this call created (not those a concurrent transaction did) are added to
+    ``created_ids`` when given."""
     existing: dict[str, str] = {}
     unique = list(dict.fromkeys(names))
     for start in range(0, len(unique), 500):
@@ -65,7 +66,9 @@ def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
         # get-or-create without a race: a name another transaction created meanwhile is skipped
         # by ON CONFLICT DO NOTHING and read back (app.kit.upsert)
         session.flush()
-        created = insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in missing],
+        # in name order: two uploads introducing the same new models in different orders take the unique-index
+        # locks in one order, so neither can wait on the other in a cycle (a deadlock would abort one)
+        created = insert_ignoring_conflicts(session, Model, [{"name": n, "metadata": {}} for n in sorted(missing)],
                                             ["team_id", "name"])
         for start in range(0, len(missing), 500):
             chunk = missing[start:start + 500]
@@ -74,6 +77,8 @@ def ensure_models(session: Session, names: list[str]) -> dict[str, str]:
         for name in missing:  # the models this upload created (not those a concurrent one did) are audited
             if existing.get(name) in created:
                 record(session, "create", "model", existing[name], name=name, via="score upload")
+        if created_ids is not None:
+            created_ids.update(created)
     return existing
 
 
