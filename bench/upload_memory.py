@@ -23,6 +23,7 @@ shape of the real wide files. Goals: a 200 MB upload (the body limit) in under 1
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -183,6 +184,9 @@ def section(rows: list[dict[str, object]], argv: list[str]) -> str:
     return "\n".join(lines)
 
 
+STORE = ROOT / "bench" / "results" / "upload_memory.json"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=float, nargs="+", default=[20.0])
@@ -191,18 +195,29 @@ def main() -> None:
     parser.add_argument("--baseline-mb", type=float, default=20.0)
     parser.add_argument("--tmp", default=None, help="folder of the temporary CSV (default: the system's, /tmp)")
     parser.add_argument("--write", type=Path)
+    parser.add_argument("--render", action="store_true",
+                        help=f"only rebuild the section from the stored rows ({STORE.relative_to(ROOT)})")
     args = parser.parse_args()
+    if args.render:
+        stored = json.loads(STORE.read_text())
+        text = section(stored["rows"], stored["argv"])
+        if args.write:
+            write_section(args.write, text, START, END)
+        print(text)
+        return
     runs: list[tuple[str, float, str | None]] = []
     if args.baseline:
         runs += [(f"previous ({args.baseline})", args.baseline_mb, args.baseline),
                  ("this code", args.baseline_mb, None)]
     runs += [("this code", mb, None) for mb in args.mb if not (args.baseline and mb == args.baseline_mb)]
     rows: list[dict[str, object]] = []
+    argv = sys.argv[1:]
     for label, mb, ref in runs:  # the section is written after each row, so a long run keeps what it measured
         with source_tree(ref) as src:
             rows.append({"label": label, **measure(mb, args.tmp, src)})
         print(rows[-1], flush=True)
-        text = section(rows, sys.argv[1:])
+        STORE.write_text(json.dumps({"argv": argv, "rows": rows}, indent=1) + "\n")
+        text = section(rows, argv)
         if args.write:
             write_section(args.write, text, START, END)
     print(text)
