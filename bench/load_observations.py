@@ -161,6 +161,8 @@ def run(workers: int, seconds: int, method: str | None, label: str, ref: str | N
                            env=env, check=False, cwd=tmp, timeout=seconds + 300)
             cpu = cpu_seconds(proc.pid) - cpu0
             load = os.getloadavg()[0]
+            if not (tmp / "load_stats.csv").exists():
+                raise RuntimeError("locust wrote no statistics (is it installed? pip install -e '.[bench]')")
             with (tmp / "load_stats.csv").open() as fh:
                 stats = {row["Name"]: row for row in csv.DictReader(fh)}
         finally:
