@@ -15,7 +15,7 @@ from app.core.sequential.fluid_irt import FluidIRTEstimator
 from app.core.sequential.proeval_bq import ProEvalBQEstimator
 from app.core.sequential.refgp import RefGPEstimator
 
-ITEM_METHODS = ("refgp_v3", "refgp_cal", "refgp_v2", "refgp_ivr", "proeval_bq", "fluid_irt")
+ITEM_METHODS = ("refgp_v3", "refgp_cal", "refgp_v2", "refgp_ivr", "refgp_dr", "proeval_bq", "fluid_irt")
 
 
 def scores(kind: str, n_models: int, n_items: int, seed: int = 0) -> np.ndarray:

@@ -43,7 +43,8 @@ class SessionCreate(RequestModel):
         None, description="refgp_ivr (the default: reference-score GP, integral-variance-reduction selection; "
                           "docs/SEQUENTIAL.md), refgp_v3 (refgp_v2's and refgp_ivr's means averaged by prequential "
                           "evidence, variance calibrated on the references), refgp_cal (refgp_ivr with the calibrated "
-                          "variance), refgp_v2 (refgp_ivr with a logit-shift prior mean), bayesame "
+                          "variance), refgp_v2 (refgp_ivr with a logit-shift prior mean), refgp_dr (random items, the "
+                          "reference model assists a difference estimator: a design-based interval), bayesame "
                           "(papers/004), bayesame_rs, rs_mean, proeval_bq (ProEval's BQ), fluid_irt "
                           "(Fluid Benchmarking). Omitted: refgp_ivr (bayesame for multi-target sessions). "
                           "The response carries the resolved name.",

@@ -9,8 +9,8 @@ from typing import Any
 
 from .stopping import DEFAULT_LEVEL, StopRule, check_level
 
-METHODS = ("refgp_v3", "refgp_cal", "refgp_v2", "refgp_ivr", "bayesame", "bayesame_rs", "rs_mean", "proeval_bq",
-           "fluid_irt")
+METHODS = ("refgp_v3", "refgp_cal", "refgp_v2", "refgp_ivr", "refgp_dr", "bayesame", "bayesame_rs", "rs_mean",
+           "proeval_bq", "fluid_irt")
 BAYESAME_METHODS = ("bayesame", "bayesame_rs", "rs_mean")  # the methods that take hyperparameters
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 

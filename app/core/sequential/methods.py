@@ -11,6 +11,7 @@ from .fluid_irt import FluidIRTEstimator
 from .prior import BucketPrior
 from .proeval_bq import ProEvalBQEstimator
 from .refgp import RefGPEstimator
+from .refgp_dr import RefGPDREstimator
 from .refgp_v2 import RefGPV2Estimator
 from .refgp_v3 import RefGPCalEstimator, RefGPV3Estimator
 
@@ -20,6 +21,7 @@ ESTIMATORS: dict[str, Any] = {
     "refgp_cal": RefGPCalEstimator,  # refgp_ivr with the variance calibrated on the references
     "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md; not the default)
     "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
+    "refgp_dr": RefGPDREstimator,  # random items, refgp_ivr's model assists, difference estimator's variance
     "bayesame": SequentialEstimator,  # papers/004
     "bayesame_rs": SequentialEstimator,
     "rs_mean": SequentialEstimator,
