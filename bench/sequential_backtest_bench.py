@@ -41,7 +41,7 @@ DATASETS = ("openllm_v2_musr", "openllm_v2_math_hard", "helm_lite_commonsense", 
             "helm_lite_med_qa", "helm_lite_mmlu", "alpacaeval1")
 BUDGETS = (25, 50, 100, 200)
 HALF_WIDTHS = (0.02, 0.01)
-DEFAULT_NAMES = ("refgp_v2", "refgp_ivr")  # the default method, when present (app.core.sequential.DEFAULT_METHOD)
+DEFAULT_NAMES = ("refgp_v3", "refgp_v2", "refgp_ivr")  # the default method, when present (app.core.sequential.DEFAULT_METHOD)
 PEERS = ("proeval_bq", "fluid_irt")
 
 
@@ -172,7 +172,9 @@ def _misses(misses: list[tuple[int, str, Any, Any]]) -> str:
 
 def goals(pieces: list[dict[str, Any]]) -> list[str]:
     out = []
-    default = next((p["default_method"] for p in pieces if p.get("default_method")), None)
+    current = default_method()  # this checkout's default when the pieces have its rows, else the pieces' own
+    stored = next((p["default_method"] for p in pieces if p.get("default_method")), None)
+    default = current if any(r["method"] == current for p in pieces for r in p["rows"]) else stored
     if default is None:
         return ["* No default method other than `bayesame` was on main when these pieces ran: the goals that "
                 "compare the default with `proeval_bq` / `fluid_irt` are not checked yet."]

@@ -72,7 +72,7 @@ def obtain_prior(session: Session, benchmark: Benchmark, metric: str, reference_
 
     ``levels``: the session's method reads BayesAME's level histogram (``BucketPrior.level_hist``,
     O(B^2 K_r): 12,000 items x 400 references take minutes). It is computed and stored only then; the
-    item-level methods (the default ``refgp_ivr`` among them) never need it."""
+    item-level methods (the default ``refgp_v3`` among them) never need it."""
     key = prior_key(benchmark, metric, reference_ids)
     if session.scalars(select(SessionPrior.key).where(SessionPrior.key == key)).first() is not None:
         entry = load_prior(session, key)

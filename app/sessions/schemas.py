@@ -40,13 +40,13 @@ class SessionCreate(RequestModel):
         None, description='Reference models (names or ids) for the bucket prior; default "all" models with '
                           "scores on the benchmark except the target. At least 2.")
     method: str | None = Field(
-        None, description="refgp_ivr (the default: reference-score GP, integral-variance-reduction selection; "
-                          "docs/SEQUENTIAL.md), refgp_v3 (refgp_v2's and refgp_ivr's means averaged by prequential "
-                          "evidence, variance calibrated on the references), refgp_cal (refgp_ivr with the calibrated "
+        None, description="refgp_v3 (the default: refgp_v2's and refgp_ivr's means averaged by prequential evidence, "
+                          "variance calibrated on the references; docs/SEQUENTIAL.md), refgp_ivr (reference-score GP, "
+                          "integral-variance-reduction selection), refgp_cal (refgp_ivr with the calibrated "
                           "variance), refgp_v2 (refgp_ivr with a logit-shift prior mean), refgp_dr (random items, the "
                           "reference model assists a difference estimator: a design-based interval), bayesame "
                           "(papers/004), bayesame_rs, rs_mean, proeval_bq (ProEval's BQ), fluid_irt "
-                          "(Fluid Benchmarking). Omitted: refgp_ivr (bayesame for multi-target sessions). "
+                          "(Fluid Benchmarking). Omitted: refgp_v3 (bayesame for multi-target sessions). "
                           "The response carries the resolved name.",
         json_schema_extra={"enum": list(METHODS)})
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")

@@ -1,4 +1,5 @@
-"""Sequential evaluation: the default ``refgp_ivr``, BayesAME (papers/004), the peers' baselines."""
+"""Sequential evaluation: the default ``refgp_v3`` (and ``refgp_ivr``, ``refgp_v2``), BayesAME (papers/004),
+the peers' baselines."""
 
 from .config import METHODS, SessionConfig
 from .estimator import Z975, SequentialEstimator

@@ -15,12 +15,12 @@ from .refgp_dr import RefGPDREstimator
 from .refgp_v2 import RefGPV2Estimator
 from .refgp_v3 import RefGPCalEstimator, RefGPV3Estimator
 
-DEFAULT_METHOD = "refgp_ivr"
+DEFAULT_METHOD = "refgp_v3"
 ESTIMATORS: dict[str, Any] = {
-    "refgp_v3": RefGPV3Estimator,  # refgp_v2 / refgp_ivr means averaged, variance calibrated (docs/SEQUENTIAL.md)
+    "refgp_v3": RefGPV3Estimator,  # the default: refgp_v2 / refgp_ivr means averaged, variance calibrated
     "refgp_cal": RefGPCalEstimator,  # refgp_ivr with the variance calibrated on the references
     "refgp_v2": RefGPV2Estimator,  # refgp_ivr + logit-shift prior mean (docs/SEQUENTIAL.md; not the default)
-    "refgp_ivr": RefGPEstimator,  # the default (docs/SEQUENTIAL.md)
+    "refgp_ivr": RefGPEstimator,  # the previous default (docs/SEQUENTIAL.md)
     "refgp_dr": RefGPDREstimator,  # random items, refgp_ivr's model assists, difference estimator's variance
     "bayesame": SequentialEstimator,  # papers/004
     "bayesame_rs": SequentialEstimator,
