@@ -179,8 +179,9 @@ def section(rows: list[dict[str, object]], argv: list[str]) -> str:
                   f"({float(old['seconds']):.0f} s -> {float(new['seconds']):.0f} s)."]  # type: ignore[arg-type]
     lines += ["", "Measured on the shared 2-core machine (other helpers running; load = 1-minute load average "
               "at the end of the row), every row with `EVALPLAN_DB_STATEMENT_TIMEOUT_S=0 "
-              "EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S=0` (the previous code's upsert of millions of cells ran past "
-              "the defaults; a row under 900 s in all also fits the default bulk statement timeout).", END]
+              "EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S=0` (the previous code's single upsert of millions of cells ran "
+              "past the defaults; this code's statements are rounds of 250k cells, each far under the default "
+              "900 s bulk statement timeout, which applies per statement).", END]
     return "\n".join(lines)
 
 
