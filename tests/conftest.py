@@ -130,6 +130,16 @@ def pg_engine(engines: dict[str, Engine]) -> Iterator[Engine]:
 
 
 @pytest.fixture
+def pg_committed_client(pg_engine: Engine, database_urls: dict[str, str]) -> Iterator[tuple[TestClient, Engine]]:
+    """An app on PostgreSQL whose requests commit (a failure must roll back real work), and its engine."""
+    factory = make_session_factory(pg_engine)
+    app = create_app(settings_for(database_urls["postgresql"]), session_factory=factory,
+                     dispatcher=InProcessDispatcher(factory, threads=1))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client, pg_engine
+
+
+@pytest.fixture
 def redis_db(services: Services) -> Iterator[str]:
     conn = redis.Redis.from_url(services.redis_url)
     conn.flushdb()

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import numpy as np
-import pytest
 from fastapi.testclient import TestClient
-from helpers import empty_all_tables, settings_for, wide_csv
+from helpers import wide_csv
 from sqlalchemy import Engine, text
 
-from app.kit.db import ANALYZE_MIN_ROWS, make_session_factory
-from app.main import create_app
-from workers.dispatch import InProcessDispatcher
-
-
-@pytest.fixture
-def pg_client(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[tuple[TestClient, Engine]]:
-    engine = engines["postgresql"]
-    empty_all_tables(engine)
-    factory = make_session_factory(engine)
-    app = create_app(settings_for(database_urls["postgresql"]), session_factory=factory,
-                     dispatcher=InProcessDispatcher(factory, threads=1))
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client, engine
-    empty_all_tables(engine)
+from app.kit.db import ANALYZE_MIN_ROWS
 
 
 def last_analyze(engine: Engine) -> float:
@@ -35,8 +19,8 @@ def last_analyze(engine: Engine) -> float:
     return float(value or 0.0)
 
 
-def test_a_bulk_score_upload_is_analyzed(pg_client: tuple[TestClient, Engine]) -> None:
-    client, engine = pg_client
+def test_a_bulk_score_upload_is_analyzed(pg_committed_client: tuple[TestClient, Engine]) -> None:
+    client, engine = pg_committed_client
     assert client.post("/v1/benchmarks", json={"name": "bulk"}).status_code == 201
     with engine.connect() as conn:
         started = float(conn.execute(text("SELECT extract(epoch FROM now())")).scalar_one())

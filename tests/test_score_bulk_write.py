@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from helpers import assert_problem, empty_all_tables, settings_for, wide_csv
+from helpers import assert_problem, wide_csv
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
 
 from app.benchmarks.score_matrix import COPY_HEADER, COPY_TRAILER, binary_copy_rows, item_major_rounds
 from app.db.models import Benchmark, BenchmarkModel, Item, Model, Score
-from app.kit.db import make_session_factory
 from app.kit.observability import HTTP_REGISTRY
 from app.kit.settings import get_settings
-from app.main import create_app
-from workers.dispatch import InProcessDispatcher
 
 CSV = {"content-type": "text/csv"}
 
@@ -113,19 +109,6 @@ def test_the_write_path_is_copy_on_postgresql_and_batched_on_sqlite(client: Test
     assert got.tobytes() == values2.tobytes()  # exact, bit for bit (repr round trip)
 
 
-@pytest.fixture
-def pg_app(engines: dict[str, Engine], database_urls: dict[str, str]) -> Iterator[tuple[TestClient, Engine]]:
-    """An app on PostgreSQL whose requests commit (the failures below must roll back real work)."""
-    engine = engines["postgresql"]
-    empty_all_tables(engine)
-    factory = make_session_factory(engine)
-    app = create_app(settings_for(database_urls["postgresql"]), session_factory=factory,
-                     dispatcher=InProcessDispatcher(factory, threads=1))
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client, engine
-    empty_all_tables(engine)
-
-
 def seeded(client: TestClient, n_models: int = 30, n_items: int = 400) -> tuple[np.ndarray, list[str], list[str]]:
     """A benchmark ``big`` with committed scores (the state a failed upload must leave as it was)."""
     assert client.post("/v1/benchmarks", json={"name": "big"}).status_code == 201
@@ -136,8 +119,8 @@ def seeded(client: TestClient, n_models: int = 30, n_items: int = 400) -> tuple[
     return values, models, items
 
 
-def test_a_bad_cell_in_the_last_row_of_a_large_upload_stores_nothing(pg_app: tuple[TestClient, Engine]) -> None:
-    client, engine = pg_app
+def test_a_bad_cell_in_the_last_row_of_a_large_upload_stores_nothing(pg_committed_client: tuple[TestClient, Engine]) -> None:
+    client, engine = pg_committed_client
     values, models, items = seeded(client)
     before = table_snapshot(engine)
     # every cell changed, new models and new items, and one bad cell at the very end of the file
@@ -152,11 +135,11 @@ def test_a_bad_cell_in_the_last_row_of_a_large_upload_stores_nothing(pg_app: tup
     assert table_snapshot(engine) == before
 
 
-def test_a_write_cancelled_late_stores_nothing(pg_app: tuple[TestClient, Engine],
+def test_a_write_cancelled_late_stores_nothing(pg_committed_client: tuple[TestClient, Engine],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The database cancels the upsert near its end (the bulk statement timeout, while the last item's cells
     wait on a row another transaction holds): 503 problem, and none of the cells before it are kept."""
-    client, engine = pg_app
+    client, engine = pg_committed_client
     values, models, items = seeded(client)
     before = table_snapshot(engine)
     monkeypatch.setenv("EVALPLAN_DB_BULK_STATEMENT_TIMEOUT_S", "2")
