@@ -233,14 +233,13 @@ class RefGPEstimator(ItemEstimator):
         """MAP hyperparameters from the current observations (warm start, bounded L-BFGS)."""
         with one_blas_thread():
             self._refit_offset()
-            theta, _ = self._map_theta(self._fit_buckets())
-            self._theta = theta
+            self._theta = self._map_theta(self._fit_buckets())
             self.n_refits += 1
             self._install()
 
-    def _map_theta(self, obs: np.ndarray) -> tuple[np.ndarray, float]:
-        """(MAP hyperparameters, the minimised -log evidence - log prior) on the buckets ``obs`` with the
-        current prior-mean offsets, warm-started at the current ones (bounded L-BFGS)."""
+    def _map_theta(self, obs: np.ndarray) -> np.ndarray:
+        """MAP hyperparameters on the buckets ``obs`` with the current prior-mean offsets, warm-started at
+        the current ones (bounded L-BFGS); the current ones if the fit is not finite."""
         c = self.features.centers
         ysum, yysum = self._ystats(obs)
         args = (self._phi[obs], self.features.omega[obs], self._cnt[obs], ysum, yysum, self.features.m0, c,
@@ -249,8 +248,8 @@ class RefGPEstimator(ItemEstimator):
                        bounds=[(ci - 4 * sd, ci + 4 * sd) for ci, sd in zip(c, self.prior_sds)],
                        options={"maxiter": REFIT_MAXITER})
         if np.all(np.isfinite(res.x)):
-            return np.asarray(res.x, dtype=np.float64), float(res.fun)
-        return self._theta, float(neg_log_evidence(self._theta, *args))
+            return np.asarray(res.x, dtype=np.float64)
+        return self._theta
 
     def _ystats(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-bucket sum and sum of squares of the observed scores minus the offset, on ``obs``."""

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .base import derived, one_blas_thread, store_derived
+from .base import derived, store_derived
 from .calibration import Calibrated
 from .config import SessionConfig
 from .prior import BucketPrior
@@ -98,23 +98,17 @@ class RefGPV3Model(RefGPV2Estimator):
         self._m_alt = self._m_alt + g * (r_alt / den)
         super()._update(item, score)
 
-    def refit(self) -> None:
-        """``refgp_v2``'s refit (the shift, then the hyperparameters), the hyperparameters fitted under
-        the mean that the prequential evidence favours."""
-        with one_blas_thread():
-            self._refit_offset()
-            obs = self._fit_buckets()
-            if self.weight_shifted >= 0.5:
-                self._theta, _ = self._map_theta(obs)
-            else:
-                off = self._off
-                self._off = np.zeros_like(off)
-                try:
-                    self._theta, _ = self._map_theta(obs)
-                finally:
-                    self._off = off
-            self.n_refits += 1
-            self._install()
+    def _map_theta(self, obs: np.ndarray) -> np.ndarray:
+        """The hyperparameters of a refit (``refgp_v2``'s: the shift first, then these) fitted under the
+        mean that the prequential evidence favours: with the shift's offsets, or with none."""
+        if self.weight_shifted >= 0.5:
+            return super()._map_theta(obs)
+        off = self._off
+        self._off = np.zeros_like(off)
+        try:
+            return super()._map_theta(obs)
+        finally:
+            self._off = off
 
     def _set_estimate(self) -> None:
         super()._set_estimate()
