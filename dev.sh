@@ -23,15 +23,18 @@ python_bin() {
   echo "evalplan: Python 3.11+ is required" >&2; exit 1
 }
 
+# setup EXTRAS: the service needs [worker] on its embedded defaults (in-process jobs compute embeddings);
+# the tests need [worker,harness,test]. Each set of extras has its own stamp, so `serve` never installs tests.
 setup() {
+  local extras="${1:-worker,harness,test}"
   if [ ! -x "$VENV/bin/python" ]; then
     "$(python_bin)" -m venv "$VENV"
   fi
-  local stamp="$VENV/.evalplan-installed"
+  local stamp="$VENV/.evalplan-installed-${extras//,/-}"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
     # torch first, from the pin in constraints.txt (a CPU wheel); every later install keeps the pin.
     "$VENV/bin/pip" install -q -c constraints.txt "torch==2.13.0"
-    "$VENV/bin/pip" install -q -c constraints.txt -e ".[test]"
+    "$VENV/bin/pip" install -q -c constraints.txt -e ".[$extras]"
     touch "$stamp"
   fi
 }
@@ -54,7 +57,7 @@ command="${1:-}"
 [ $# -gt 0 ] && shift
 case "$command" in
   setup) setup ;;
-  serve) setup; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
+  serve) setup worker; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
   test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
   lint)  setup; "$VENV/bin/ruff" check . && exec "$VENV/bin/mypy" ;;
   *) echo "usage: ./dev.sh serve|test|lint|setup" >&2; exit 2 ;;

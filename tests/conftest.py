@@ -17,18 +17,19 @@ from pathlib import Path
 
 import pytest
 import redis
-from browser import chromium, live_server, module_live_server, phone_tab, tab  # noqa: F401  (browser fixtures)
 from fastapi.testclient import TestClient
-from helpers import NoJobsDispatcher, empty_all_tables, settings_for
-from service_bringup import Services, ServicesUnavailable, bring_up
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.migrate import upgrade
-from app.kit.db import make_engine, make_session_factory
-from app.main import create_app
-from workers.dispatch import InProcessDispatcher
+from evalplan.db.migrate import upgrade
+from evalplan.kit.db import make_engine, make_session_factory
+from evalplan.main import create_app
+from evalplan.workers.dispatch import InProcessDispatcher
+from support.browser import chromium, live_server, module_live_server, phone_tab, tab  # noqa: F401  (browser fixtures)
+from support.helpers import NoJobsDispatcher, empty_all_tables, settings_for
+from support.service_bringup import Services, ServicesUnavailable, bring_up
+from support.slow import mark_slow
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_DB_NAME = f"evalplan_test_{os.getpid()}"  # one per pytest process: parallel runs never collide
@@ -152,3 +153,7 @@ def redis_db(services: Services) -> Iterator[str]:
 def tmp_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as folder:
         yield Path(folder)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_slow(items)  # the `slow` marker of the long tests (tests/support/slow.py)

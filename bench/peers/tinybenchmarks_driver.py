@@ -1,4 +1,4 @@
-"""Driver run by bench/tinybenchmarks_side_by_side.py with the PEER's own environment, from the
+"""Driver run by bench/coresets/tinybenchmarks_side_by_side.py with the PEER's own environment, from the
 peer's folder (felipemaiapolo/tinyBenchmarks, ``tutorials/``): it imports the authors' ``irt.py`` /
 ``utils.py`` and runs the steps of their notebooks (``training_irt.ipynb``: binarisation, the
 dimension heuristic, the IRT model through their ``py-irt train multidim_2pl`` call, lambda;

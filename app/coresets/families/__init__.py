@@ -1,1 +1,0 @@
-"""Coreset method families, one module each, behind ``base.CoresetFamily`` (see ``app.coresets.registry``)."""

@@ -1,1 +1,0 @@
-"""One module per page kind; each exposes ``router`` (see app.ui.mount)."""

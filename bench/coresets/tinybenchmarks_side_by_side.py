@@ -1,0 +1,150 @@
+"""tinyBenchmarks' own code next to ``evalplan.core.irt`` on shared data (issue 16 §"faithful IRT").
+
+``nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side [--data helm_lite_math ...] [--budget 0.1]
+[--epochs 2000] [--write docs/RESULTS.md]``
+
+The peer is felipemaiapolo/tinyBenchmarks (with its py-irt fork, felipemaiapolo/py-irt) in its own
+folder (``--peer``, default /work/peers/tinyBenchmarks) and its own virtual environment
+(``--peer-python``, default /work/peers/tbvenv/bin/python; py-irt installed there with ``pip install
+--no-deps`` of the fork, pyro-ppl, torch); ``bench/peers/tinybenchmarks_driver.py`` runs the steps of
+its notebooks with its functions, from its ``tutorials/`` folder. Both sides get the same matrix
+(missing cells imputed by the item mean), the same seeded split (30% of the models held out), the
+same budget and the same defaults (dimensions 5 and 10, 2000 epochs, lr 0.1, seed 42); the two run at the same time,
+in two processes (sec = wall time of each, on a shared machine). Reported:
+the IRT fit's agreement (max |a - a'|, |b - b'|), the dimension errors and choice, lambda, the
+anchors, and per held-out model the largest estimate difference, and both sides' RMSE / Kendall tau.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from bench.common.markdown_sections import write_section
+from bench.coresets.score_coreset_accuracy import load
+from evalplan.core.irt import IRTPredictor, IRTSelection
+
+ROOT = Path(__file__).resolve().parents[2]
+START, END = "<!-- tinybenchmarks-side-by-side -->", "<!-- /tinybenchmarks-side-by-side -->"
+
+
+def split(Y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(Y.shape[0])
+    n_test = int(round(0.3 * Y.shape[0]))
+    return Y[np.sort(perm[n_test:])], Y[np.sort(perm[:n_test])]
+
+
+def impute(Y: np.ndarray) -> np.ndarray:
+    means = np.nanmean(Y, axis=0)
+    return np.where(np.isnan(Y), np.where(np.isnan(means), 0.0, means)[None, :], Y)
+
+
+def start_peer(args, Y_train, Y_test, k, work: Path) -> subprocess.Popen:
+    """The peer's run in its own process (it runs while ours does)."""
+    src = work / "in.npz"
+    np.savez(src, Y_train=Y_train, Y_test=Y_test, k=k, dims=np.array(args.dims), epochs=args.epochs)
+    env = {**os.environ, "PATH": f"{Path(args.peer_python).parent}:{os.environ['PATH']}"}
+    return subprocess.Popen([args.peer_python, str(ROOT / "bench" / "peers" / "tinybenchmarks_driver.py"), str(src),
+                             str(work / "out.json"), str(work / "irt")], cwd=Path(args.peer) / "tutorials", env=env,
+                            stdout=subprocess.DEVNULL, stderr=(work / "peer.log").open("w"))
+
+
+def run_ours(args, Y_train, Y_test, k) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    sel = IRTSelection(k=k, seed=42, epochs=args.epochs).fit(Y_train) if tuple(args.dims) == (5, 10) else \
+        IRTSelection(k=k, seed=42, epochs=args.epochs, dim=args.dims[0]).fit(Y_train)
+    pred = IRTPredictor(seed=42).fit(Y_train, sel.ranking_, sel.weights_, item_params=(sel.a_, sel.b_), bias=sel.bias_)
+    est = pred.predict(Y_test[:, sel.ranking_])
+    return {"dim_errors": {str(d): e for d, e in sel.dim_errors_.items()}, "dim": sel.dim_, "lambda": pred.lam_,
+            "anchors": sel.ranking_.tolist(), "A": sel.a_.tolist(), "B": sel.b_.tolist(),
+            "anchor": pred.weighted_.tolist(), "p_irt": est.p_irt.tolist(), "gp_irt": est.gp_irt.tolist()}, \
+        time.perf_counter() - t0
+
+
+def compare(name: str, args) -> dict:
+    Y = impute(load(name))
+    Y_train, Y_test = split(Y)
+    k = max(1, int(round(args.budget * Y.shape[1])))
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        proc = start_peer(args, Y_train, Y_test, k, Path(tmp))
+        ours, ours_s = run_ours(args, Y_train, Y_test, k)
+        if proc.wait() != 0:
+            raise RuntimeError("the peer failed: " + (Path(tmp) / "peer.log").read_text()[-2000:])
+        peer, peer_s = json.loads((Path(tmp) / "out.json").read_text()), time.perf_counter() - t0
+    truth = Y_test.mean(axis=1)
+    row: dict = {"data": name, "shape": f"{Y.shape[0]} x {Y.shape[1]}", "train": Y_train.shape[0],
+                 "test": Y_test.shape[0], "k": k, "peer_s": peer_s, "ours_s": ours_s,
+                 "dim_peer": peer["dim"], "dim_ours": ours["dim"], "dim_err_peer": peer["dim_errors"],
+                 "dim_err_ours": ours["dim_errors"], "lam_peer": peer["lambda"], "lam_ours": ours["lambda"]}
+    if peer["dim"] == ours["dim"]:
+        row["max_da"] = float(np.abs(np.asarray(peer["A"]) - np.asarray(ours["A"])).max())
+        row["max_db"] = float(np.abs(np.asarray(peer["B"]) - np.asarray(ours["B"])).max())
+    pa = peer["anchors"]
+    row["peer_duplicates"] = len(pa) - len(set(pa))
+    row["same_anchors"] = len(set(pa) & set(ours["anchors"]))
+    for est in ("anchor", "p_irt", "gp_irt"):
+        p, o = np.asarray(peer[est]), np.asarray(ours[est])
+        row[f"{est}_maxdiff"] = float(np.abs(p - o).max())
+        row[f"{est}_rmse_peer"] = float(np.sqrt(np.mean((p - truth) ** 2)))
+        row[f"{est}_rmse_ours"] = float(np.sqrt(np.mean((o - truth) ** 2)))
+        row[f"{est}_tau_peer"] = float(kendalltau(p, truth)[0])
+        row[f"{est}_tau_ours"] = float(kendalltau(o, truth)[0])
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def markdown(rows: list[dict], args) -> str:
+    cmd = (f"nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side --data {' '.join(args.data)} --budget {args.budget} "
+           f"--epochs {args.epochs} --write docs/RESULTS.md")
+    out = [START, "## tinyBenchmarks' own code vs `evalplan.core.irt` (irt / gp_irt / p_irt), same data, same run", "",
+           f"`{cmd}`. The peer (felipemaiapolo/tinyBenchmarks + its py-irt fork) runs its notebooks' steps with its "
+           "own functions from its own folder and environment (`bench/peers/tinybenchmarks_driver.py`); ours is "
+           "`IRTSelection` + `IRTPredictor`. Same matrix, same seeded split (30% of the models held out, the rest "
+           f"are the references), budget {args.budget:.0%} of the items, their defaults (D in {{5, 10}} by their "
+           f"validation heuristic, {args.epochs} SVI epochs, lr 0.1, seed 42). RMSE in points (x100) on the "
+           "held-out models; τ = Kendall tau-b.", "",
+           "| data | refs / test | k | D peer / ours (val. error x100) | λ peer / ours | max abs(a-a'), abs(b-b') | "
+           "anchors in common (peer dup.) | max abs(gp-IRT diff) x100 | gp-IRT RMSE peer / ours | p-IRT RMSE peer / ours | "
+           "anchor RMSE peer / ours | gp-IRT τ peer / ours | sec peer / ours |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        de = lambda d: "/".join(f"{float(v) * 100:.2f}" for v in d.values())  # noqa: E731
+        fit = f"{r['max_da']:.1e}, {r['max_db']:.1e}" if "max_da" in r else "n/a (other D)"
+        out.append(
+            f"| {r['data']} | {r['train']} / {r['test']} | {r['k']} | {r['dim_peer']} ({de(r['dim_err_peer'])}) / "
+            f"{r['dim_ours']} ({de(r['dim_err_ours'])}) | {r['lam_peer']:.3f} / {r['lam_ours']:.3f} | {fit} | "
+            f"{r['same_anchors']} / {r['k']} ({r['peer_duplicates']}) | {r['gp_irt_maxdiff'] * 100:.3f} | "
+            f"{r['gp_irt_rmse_peer'] * 100:.2f} / {r['gp_irt_rmse_ours'] * 100:.2f} | "
+            f"{r['p_irt_rmse_peer'] * 100:.2f} / {r['p_irt_rmse_ours'] * 100:.2f} | "
+            f"{r['anchor_rmse_peer'] * 100:.2f} / {r['anchor_rmse_ours'] * 100:.2f} | "
+            f"{r['gp_irt_tau_peer']:.3f} / {r['gp_irt_tau_ours']:.3f} | {r['peer_s']:.0f} / {r['ours_s']:.0f} |")
+    out += ["", "<!-- interpretation -->", "<!-- /interpretation -->", END]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", nargs="+", default=["helm_lite_math"])
+    ap.add_argument("--budget", type=float, default=0.1)
+    ap.add_argument("--epochs", type=int, default=2000)
+    ap.add_argument("--dims", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--peer", default="/work/peers/tinyBenchmarks")
+    ap.add_argument("--peer-python", default="/work/peers/tbvenv/bin/python")
+    ap.add_argument("--write", type=Path)
+    args = ap.parse_args()
+    rows = [compare(name, args) for name in args.data]
+    if args.write:
+        write_section(args.write, markdown(rows, args), START, END)
+
+
+if __name__ == "__main__":
+    main()

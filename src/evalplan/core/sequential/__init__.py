@@ -1,0 +1,12 @@
+"""Sequential evaluation: the default ``active_design`` (entry point ``active_design.run_active_design``), the
+reference-score GPs (``refgp_v3``, ``refgp_ivr``, ``refgp_v2``, ...), BayesAME (papers/004),
+the peers' baselines."""
+
+from .config import METHODS, SessionConfig
+from .estimator import Z975, SequentialEstimator
+from .hyper import fit_alpha_beta, neg_log_marginal_likelihood
+from .methods import DEFAULT_METHOD, ESTIMATORS, make_estimator
+from .prior import BucketPrior
+
+__all__ = ["METHODS", "SessionConfig", "BucketPrior", "SequentialEstimator", "Z975",
+           "fit_alpha_beta", "neg_log_marginal_likelihood", "DEFAULT_METHOD", "ESTIMATORS", "make_estimator"]

@@ -1,0 +1,460 @@
+"""``active_design``: the default session method: items drawn at random with recorded probabilities, a
+working model's prediction plus inverse-probability-weighted residuals, and an anytime-valid confidence
+sequence (docs/SEQUENTIAL.md, "active_design").
+
+The design (active statistical inference, Zrnic & Candes 2024; FAQ, Wu, Nair & Candes 2026):
+
+* Before each draw the working model (``refgp_ivr``'s reference-score GP, fitted on what was observed
+  before the draw only) predicts every unobserved item, ``mu_j``, and its residual spread ``sigma_j``
+  (binary scores: ``sqrt(mu (1 - mu) + d_j)``, ``d_j`` the model's own uncertainty; bounded scores: the
+  GP's predictive sd capped by the bound ``(mu - lo)(hi - mu)``). The next item is drawn from the
+  unobserved set ``R`` with probability ``q_j = (1 - gamma) sigma_j / sum_R sigma + gamma / |R|``: a share
+  proportional to the predicted spread (Neyman allocation) and a uniform floor ``gamma``.
+* Term of a draw ``t`` of item ``i`` from ``R_t`` (sequential sampling without replacement, the
+  Horvitz-Thompson / difference estimator of the remainder):
+  ``theta_t = (sum_{j not in R_t} y_j + sum_{j in R_t} mu_j + (y_i - mu_i) / q_i) / N``. Whatever the
+  model, ``E[theta_t | past] = mu``, the benchmark mean: ``theta_t - mu`` is a martingale difference
+  sequence, bounded by predictable ``[A_t, B_t]`` (``y`` in the score range, ``q >= gamma / |R|``).
+* Interval: a betting confidence sequence for the common conditional mean (Waudby-Smith & Ramdas 2023,
+  hedged capital with predictable plug-in bets, generalised to predictable bounds): for each candidate
+  ``m`` on a grid, ``K_t(m) = 1/2 prod (1 + l+_s (theta_s - m)) + 1/2 prod (1 - l-_s (theta_s - m))`` is a
+  nonnegative martingale when ``m = mu``; Ville's inequality makes ``{m : K_t(m) < 1/alpha}`` valid at every
+  t at once, so at a data-dependent stop. Intersected with the logical bounds (observed items are known
+  exactly, the rest lie in the score range) and with its own past (running intersection: the half-width
+  never grows). ``interval_kind="fixed_n"`` reports instead the martingale-CLT interval of the
+  predictably weighted mean of the terms (narrower; valid at a fixed n only, not at a precision stop).
+* Point estimate: the working model's estimate ``(sum_observed y + sum_unobserved mu) / N`` clipped into
+  the valid interval (``point="model"``, the default), or the weighted mean of the terms
+  (``point="design"``); both are reported.
+* Extrapolation: when the terms' mean says the target sits outside the references' range (its fixed-n
+  interval excludes every reference's mean), the uniform share rises to ``extrapolation_share``.
+
+Items the caller posts without their being proposed are known exactly (they leave the remainder) but
+enter no term; validity needs the caller to evaluate the proposed items (not to skip some by their
+content). Core entry point for benches (FAQ side by side): :func:`run_active_design`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .base import ItemEstimator, one_blas_thread, z_of
+from .config import SessionConfig
+from .prior import BucketPrior
+from .refgp import RefGPEstimator
+from .refgp_v3 import RefGPV3Model
+from .stopping import StopRule
+
+UNIFORM_SHARE = 0.25  # gamma: the uniform floor of the draw probabilities
+EXTRAPOLATION_SHARE = 0.6  # gamma once the terms say the target is outside the references
+GRID = 2000  # candidate means of the confidence sequence over the score range
+TRUNCATION = 0.5  # bets at most this fraction of the way to ruin (WSR's hedged-capital default)
+BINARY_CLIP = 0.02  # predicted probabilities are kept in [c, 1 - c] for the spread
+INTERVAL_KINDS = ("anytime", "fixed_n")
+WORKING_MODELS = ("refgp_ivr", "refgp_v3")
+WORKING_MODEL = "refgp_v3"  # its shifted / unshifted means by evidence: the better predictions (bench)
+SHARES = (0.25, 0.5, 1.0)  # the uniform shares the adaptive rule chooses among
+MIN_ADAPT = 10  # draws before the adaptive rule may move the share
+POINTS = ("model", "design", "compromise")
+
+
+@dataclass
+class _Draw:
+    """One random draw: what its term needs (all fixed when it was drawn)."""
+
+    item: int
+    q: float  # its inclusion probability
+    mu: float  # the working model's prediction of the item
+    pred_sum: float  # sum of predictions over the remainder R it was drawn from
+    known_sum: float  # sum of the scores observed before its batch was drawn
+    mates: list[int]  # earlier draws of the same batch (not in R, their scores join the known sum)
+    low: float  # min over R of (lo - mu_j) / q_j
+    high: float  # max over R of (hi - mu_j) / q_j
+    pred_var: float  # the model's expected variance of the term (N^2 units)
+    active: float  # the item's share of the spread, sigma_i / sum_R sigma (what q mixes with 1/|R|)
+    n_remaining: int  # |R|
+    score: float | None = None
+
+
+class DesignCS:
+    """Betting confidence sequence for the common conditional mean of bounded martingale terms with
+    predictable bounds (the module docstring), plus the fixed-n (martingale CLT) interval."""
+
+    def __init__(self, level: float, lo: float, hi: float, grid: int = GRID, equal_weights: bool = False) -> None:
+        self.equal_weights = equal_weights
+        self.alpha = 1.0 - level
+        self.lo, self.hi = lo, hi
+        self.grid = np.linspace(lo, hi, grid + 1)
+        self.step = (hi - lo) / grid
+        self._log_pos = np.zeros(grid + 1)
+        self._log_neg = np.zeros(grid + 1)
+        self._alive = np.ones(grid + 1, dtype=bool)
+        self.t = 0
+        self._ratio_num = 1.0  # realized / predicted variance of the terms, shrunk to 1 (1 pseudo-term)
+        self._wsum = self._wtheta = 0.0
+        self._terms: list[tuple[float, float]] = []  # (theta, weight)
+        self.low, self.high = lo, hi  # the running intersection
+
+    def mean(self) -> float | None:
+        return self._wtheta / self._wsum if self._wsum > 0 else None
+
+    def scaled_variance(self, pred_var: float) -> float:
+        """The predicted variance of the next term, scaled by the realized / predicted ratio so far."""
+        return max(pred_var, 1e-12) * self._ratio_num / (1.0 + self.t)
+
+    def update(self, theta: float, a: float, b: float, pred_var: float) -> None:
+        """Add the term ``theta`` with predictable bounds ``a <= theta <= b`` and predicted variance."""
+        t = self.t + 1
+        v = self.scaled_variance(pred_var)
+        lam = math.sqrt(2.0 * math.log(2.0 / self.alpha) / (v * t * math.log(1.0 + t)))
+        m = self.grid
+        self._alive &= (m >= a - 1e-12) & (m <= b + 1e-12)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lp = np.minimum(lam, TRUNCATION / np.maximum(m - a, 1e-300))
+            ln = np.minimum(lam, TRUNCATION / np.maximum(b - m, 1e-300))
+            self._log_pos += np.log(np.maximum(1.0 + lp * (theta - m), 1e-300))
+            self._log_neg += np.log(np.maximum(1.0 - ln * (theta - m), 1e-300))
+        prev = self.mean()
+        centre = prev if prev is not None else theta
+        self._ratio_num += (theta - centre) ** 2 / max(pred_var, 1e-12) if prev is not None else 1.0
+        w = 1.0 if self.equal_weights else 1.0 / v
+        self._wsum += w
+        self._wtheta += w * theta
+        self._terms.append((theta, w))
+        self.t = t
+        log_k = np.logaddexp(self._log_pos, self._log_neg) + math.log(0.5)
+        keep = np.flatnonzero(self._alive & (log_k < math.log(1.0 / self.alpha)))
+        if keep.size:
+            lo_, hi_ = float(m[keep[0]]) - self.step, float(m[keep[-1]]) + self.step
+        else:  # every candidate rejected (probability <= alpha): keep the last set, do not widen
+            lo_, hi_ = self.low, self.high
+        self.low, self.high = max(self.low, lo_), min(self.high, hi_)
+
+    def fixed_n(self, level: float) -> tuple[float, float] | None:
+        """Martingale-CLT interval of the weighted mean of the terms (valid at a fixed n)."""
+        T = len(self._terms)
+        if T < 2:
+            return None
+        mean = self._wtheta / self._wsum
+        th = np.array([x for x, _ in self._terms])
+        w = np.array([y for _, y in self._terms])
+        var = float((w * w * (th - mean) ** 2).sum()) / self._wsum ** 2 * T / (T - 1)
+        half = z_of(level) * math.sqrt(max(var, 0.0))
+        return mean - half, mean + half
+
+    def fixed_n_variance(self) -> float | None:
+        T = len(self._terms)
+        if T < 2:
+            return None
+        mean = self._wtheta / self._wsum
+        th = np.array([x for x, _ in self._terms])
+        w = np.array([y for _, y in self._terms])
+        return float((w * w * (th - mean) ** 2).sum()) / self._wsum ** 2 * T / (T - 1)
+
+
+class ActiveDesignEstimator(ItemEstimator):
+    """Active random design, model-assisted terms, anytime-valid confidence sequence (module doc).
+
+    Parameters (sklearn style, all recorded): ``uniform_share`` (gamma), ``extrapolation_share``,
+    ``interval_kind`` (``anytime`` | ``fixed_n``), ``point`` (``model`` | ``design``), ``score_range``
+    (the bounds of a score; default: [0, 1] when every reference score lies there)."""
+
+    method = "active_design"
+    anytime_valid = True  # its own interval is a confidence sequence (PrecisionSession adds none)
+
+    def __init__(self, prior: BucketPrior, config: SessionConfig, *, score_range: tuple[float, float] | None = None,
+                 uniform_share: float = UNIFORM_SHARE, extrapolation_share: float = EXTRAPOLATION_SHARE,
+                 interval_kind: str | None = None, point: str = "model", working_model: str = WORKING_MODEL,
+                 adaptive_share: bool = True, equal_weights: bool = True) -> None:
+        super().__init__(prior, config)
+        kind = interval_kind or getattr(config, "interval_kind", None) or "anytime"
+        if kind not in INTERVAL_KINDS:
+            raise ValueError(f"interval_kind: must be one of {INTERVAL_KINDS}, got {kind!r}")
+        if point not in POINTS:
+            raise ValueError(f"point: must be one of {POINTS}, got {point!r}")
+        if not 0.0 < uniform_share <= 1.0 or not uniform_share <= extrapolation_share <= 1.0:
+            raise ValueError("uniform_share: need 0 < uniform_share <= extrapolation_share <= 1")
+        V = prior.bucket_vectors
+        if score_range is None:
+            score_range = (0.0, 1.0) if V.size and V.min() >= 0.0 and V.max() <= 1.0 else (-math.inf, math.inf)
+        self.lo, self.hi = float(score_range[0]), float(score_range[1])
+        self.bounded = math.isfinite(self.lo) and math.isfinite(self.hi) and self.hi > self.lo
+        self.interval_kind = kind if self.bounded else "fixed_n"
+        self.point = point
+        self.base_share = float(uniform_share)
+        self.extrapolation_share = float(extrapolation_share)
+        self.uniform_share = self.base_share
+        self.binary = bool(self.bounded and self.lo == 0.0 and self.hi == 1.0 and np.all((V == 0.0) | (V == 1.0)))
+        means = V.T @ prior.bucket_sizes / max(prior.n_items, 1)  # each reference's benchmark mean
+        self.ref_range = (float(means.min()), float(means.max())) if means.size else (self.lo, self.hi)
+        inner = dataclasses.replace(config, method="refgp_ivr", stop=StopRule(0.0).as_dict(), max_items=None,
+                                    max_items_fraction=None, hyperparameters=None, previous=None,
+                                    interval_kind=None, method_params=None)
+        if working_model not in WORKING_MODELS:
+            raise ValueError(f"working_model: must be one of {WORKING_MODELS}, got {working_model!r}")
+        self.working_model = working_model
+        self.adaptive_share = bool(adaptive_share)
+        self.model = RefGPEstimator(prior, inner) if working_model == "refgp_ivr" else RefGPV3Model(
+            prior, dataclasses.replace(inner, method="refgp_v3"))
+        self._adapt: list[tuple[float, float, float, float]] = []  # per term: e^2, q, active share a, 1/|R|
+        self.level = float(config.level)
+        self.cs = (DesignCS(self.level, self.lo, self.hi, equal_weights=equal_weights) if self.bounded
+                   else DesignCS(self.level, 0.0, 1.0, 1, equal_weights=equal_weights))
+        self._draws: list[_Draw] = []  # every draw, in order
+        self._pending: dict[int, int] = {}  # item -> index in _draws, drawn and not yet observed
+        self._next_final = 0  # first draw whose term is not yet in the confidence sequence
+        self._score_of: dict[int, float] = {}
+        self.extrapolation = False
+        self.last_probability: float | None = None
+        self.model_estimate = self.model.estimate
+        self.design_estimate: float | None = None
+        self._set_estimate()
+
+    # ------------------------------------------------------------------ public state
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        return {**self.model.hyperparameters, "design": self.design_state()}
+
+    def design_state(self) -> dict[str, Any]:
+        return {"interval_kind": self.interval_kind, "uniform_share": self.uniform_share,
+                "extrapolation": self.extrapolation, "n_design_terms": self.cs.t,
+                "model_estimate": self.model_estimate, "design_estimate": self.design_estimate,
+                "point": self.point, "working_model": self.working_model}
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        lo, hi = self._logical()
+        if self.interval_kind == "anytime" and abs(level - self.level) < 1e-12:
+            a, b = max(lo, self.cs.low), min(hi, self.cs.high)
+        else:
+            fixed = self.cs.fixed_n(level)
+            if fixed is None:
+                a, b = lo, hi
+                if not self.bounded:  # no terms yet and no bounds: the model's interval
+                    half = z_of(level) * math.sqrt(max(self.model.variance, 0.0))
+                    a, b = self.model.estimate - half, self.model.estimate + half
+            else:
+                a, b = max(lo, fixed[0]), min(hi, fixed[1])
+        if a > b:  # numerical: the logical bounds win
+            a = b = min(max(self.estimate, lo), hi)
+        return float(a), float(b)
+
+    def _logical(self) -> tuple[float, float]:
+        N, n = float(self.n_items), float(self.n_observed)
+        if not self.bounded:
+            if n >= N:
+                return self._sum_s / N, self._sum_s / N
+            return -math.inf, math.inf
+        return (self._sum_s + self.lo * (N - n)) / N, (self._sum_s + self.hi * (N - n)) / N
+
+    # ------------------------------------------------------------------ the design
+    def _predictions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bucket: the model's prediction (in the score range) and predicted residual spread."""
+        m = self.model
+        mu = m._off + m._phi @ m._m
+        if isinstance(m, RefGPV3Model) and m._m_alt.size:
+            w = m.weight_shifted
+            mu = w * mu + (1.0 - w) * (m._phi @ m._m_alt)
+        d = np.maximum(m._d, 0.0)
+        if self.bounded:
+            mu = np.clip(mu, self.lo, self.hi)
+        if self.binary:
+            p = np.clip(mu, BINARY_CLIP, 1.0 - BINARY_CLIP)
+            var = p * (1.0 - p) + d
+        elif self.bounded:
+            span = (self.hi - self.lo) * BINARY_CLIP
+            p = np.clip(mu, self.lo + span, self.hi - span)
+            var = np.minimum(d + m._nu, (p - self.lo) * (self.hi - p)) + d
+        else:
+            var = d + m._nu
+        return mu, np.sqrt(np.maximum(var, 1e-12))
+
+    def _draw_batch(self, k: int) -> None:
+        """Draw ``k`` items (without replacement, one after another) from the current design."""
+        m = self.model
+        p = self.prior
+        mu, sig = self._predictions()
+        w = m._w.copy()
+        known = self._sum_s
+        rng = np.random.default_rng([self.config.seed, self.n_observed, len(self._draws), 11])
+        gamma = self.uniform_share
+        mates: list[int] = []
+        N = float(self.n_items)
+        for _ in range(k):
+            n_r = float(w.sum())
+            if n_r <= 0:
+                break
+            tot = float(w @ sig)
+            q = (1.0 - gamma) * sig / tot + gamma / n_r if tot > 0 else np.full_like(sig, 1.0 / n_r)
+            live = w > 0
+            pb = np.where(live, w * q, 0.0)
+            b = int(rng.choice(pb.size, p=pb / pb.sum()))
+            items = p.items_by_bucket[p.bucket_offsets[b]:p.bucket_offsets[b + 1]]
+            cand = items[~self._observed[items]]
+            if mates:
+                cand = cand[~np.isin(cand, mates)]
+            item = int(rng.choice(cand))
+            pred_sum = float(w @ mu)
+            if self.bounded:
+                low = float(((self.lo - mu[live]) / q[live]).min())
+                high = float(((self.hi - mu[live]) / q[live]).max())
+            else:
+                low, high = -math.inf, math.inf
+            pred_var = float((w * sig * sig / q).sum() - (w * sig * sig).sum()) / (N * N)
+            self._pending[item] = len(self._draws)
+            self._draws.append(_Draw(item, float(q[b]), float(mu[b]), pred_sum, known, list(mates), low, high,
+                                     max(pred_var, 1e-12), float(sig[b] / tot) if tot > 0 else 1.0 / n_r,
+                                     int(n_r)))
+            mates.append(item)
+            w[b] -= 1.0
+
+    def _select(self, k: int) -> list[int]:
+        if not self._pending:
+            with one_blas_thread():  # small dense products: one BLAS thread is much faster on a loaded machine
+                self._draw_batch(k)
+        return sorted(self._pending, key=self._pending.__getitem__)[:k]
+
+    def _update(self, item: int, score: float) -> None:
+        with one_blas_thread():
+            self._update_design(item, score)
+
+    def _update_design(self, item: int, score: float) -> None:
+        if not self._pending:
+            self._draw_batch(max(1, min(self.config.batch_size, self.n_items - self.n_observed)))
+        index = self._pending.pop(item, None)
+        self.last_probability = None
+        if index is not None:
+            self._draws[index].score = score
+            self.last_probability = self._draws[index].q
+        self._score_of[item] = score
+        self.model.observe(item, score)
+        self._finalize()
+
+    def _finalize(self) -> None:
+        """Add to the confidence sequence, in draw order, every draw whose term is now known."""
+        N = float(self.n_items)
+        while self._next_final < len(self._draws):
+            d = self._draws[self._next_final]
+            if d.score is None or any(j not in self._score_of for j in d.mates):
+                return
+            known = d.known_sum + sum(self._score_of[j] for j in d.mates)
+            base = known + d.pred_sum
+            theta = (base + (d.score - d.mu) / d.q) / N
+            a, b = (base + d.low) / N, (base + d.high) / N
+            if self.bounded:
+                self.cs.update(theta, a, b, d.pred_var)
+            else:
+                self.cs.update(theta, -math.inf, math.inf, d.pred_var)
+            self._next_final += 1
+            self._adapt.append(((d.score - d.mu) ** 2, d.q, d.active, 1.0 / d.n_remaining))
+        self._check_extrapolation()
+        self._choose_share()
+
+    def _choose_share(self) -> None:
+        """Adaptive uniform share: the share in ``SHARES`` (at least the current floor) whose one-draw variance,
+        estimated from the past draws by importance weighting (``sum_j e_j^2 / q'_j`` is estimated by
+        ``e_i^2 / (q'_i q_i)`` over draws i with probabilities q), is smallest. Uses past draws only
+        (predictable): validity is untouched; a working model whose spreads mislead falls back to uniform."""
+        if not self.adaptive_share or len(self._adapt) < MIN_ADAPT:
+            return
+        a = np.array(self._adapt)
+        e2, q, act, inv_r = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+        scale = inv_r * inv_r  # terms of small remainders weigh as much as early ones: per-draw normalised
+        floor = self.extrapolation_share if self.extrapolation else self.base_share
+        best, best_v = self.uniform_share, math.inf
+        for g in SHARES:
+            if g < floor:
+                continue
+            qq = (1.0 - g) * act + g * inv_r
+            v = float((scale * e2 / (qq * q)).mean())
+            if v < best_v * (1.0 - 1e-9):
+                best, best_v = g, v
+        self.uniform_share = best
+
+    def _check_extrapolation(self) -> None:
+        if self.extrapolation or self.cs.t < 10:
+            return
+        fixed = self.cs.fixed_n(self.level)
+        if fixed is not None and (fixed[0] > self.ref_range[1] or fixed[1] < self.ref_range[0]):
+            self.extrapolation = True
+            self.uniform_share = max(self.uniform_share, self.extrapolation_share)
+
+    # ------------------------------------------------------------------ estimate
+    def _set_estimate(self) -> None:
+        if not hasattr(self, "cs"):
+            return
+        self.model_estimate = float(self.model.estimate)
+        self.design_estimate = self.cs.mean()
+        lo, hi = self.interval(self.level)
+        raw = self.model_estimate
+        if self.design_estimate is not None and self.point == "design":
+            raw = self.design_estimate
+        elif self.design_estimate is not None and self.point == "compromise":
+            gap = self.design_estimate - self.model_estimate
+            v = self.cs.fixed_n_variance()
+            if v is not None:  # shrink the model's estimate towards the unbiased one by the evidence of its bias
+                raw = self.model_estimate + gap * gap * gap / (gap * gap + v) if gap * gap + v > 0 else raw
+        self.estimate = float(min(max(raw, lo), hi))
+        fixed_var = self.cs.fixed_n_variance()
+        if fixed_var is not None:
+            self.variance = float(fixed_var)
+        else:
+            self.variance = float(self.model.variance)
+        if self.n_observed >= self.n_items:
+            self.variance = 0.0
+
+    def _check_stop(self) -> None:
+        """The paper's rule (App. C.1) on this method's own interval when no ``stop`` rule is given."""
+        cfg = self.config
+        n = self.n_observed
+        if cfg.stop is None and n % cfg.batch_size == 0:
+            self._iter_estimates.append(self.estimate)
+            W = cfg.effective_window
+            lo, hi = self.ci
+            if len(self._iter_estimates) >= W:
+                last = self._iter_estimates[-W:]
+                if max(last) - min(last) <= cfg.epsilon1 and hi - lo <= cfg.epsilon2:
+                    self.stopped, self.stop_reason = True, "converged"
+                    return
+        if cfg.max_items is not None and n >= cfg.max_items:
+            self.stopped, self.stop_reason = True, "max_items"
+        elif n >= self.n_items:
+            self.stopped, self.stop_reason = True, "exhausted"
+
+    def observe(self, item: int, score: float) -> None:
+        super().observe(item, score)
+        self.trajectory[-1]["probability"] = self.last_probability
+        self.trajectory[-1]["design_estimate"] = self.design_estimate
+
+
+def run_active_design(reference: np.ndarray, target: np.ndarray, *, budget: int | None = None,
+                      half_width: float | None = None, level: float = 0.95, seed: int = 0,
+                      score_range: tuple[float, float] = (0.0, 1.0), min_items: int = 10,
+                      **params: Any) -> list[dict[str, Any]]:
+    """The core entry point (benches, FAQ side by side): replay ``target`` (N scores) as an
+    ``active_design`` session over ``reference`` (M x N, no NaN) until ``budget`` items or until the
+    ``level`` interval's half-width is <= ``half_width``. Returns the trajectory: per observation
+    ``{n, item, score, probability, estimate, design_estimate, model_estimate, ci, variance}``
+    (``probability`` the recorded inclusion probability of that draw). ``params``: the estimator's
+    (``uniform_share``, ``extrapolation_share``, ``interval_kind``, ``point``)."""
+    prior = BucketPrior.from_reference_scores(np.asarray(reference, dtype=np.float64))
+    config = SessionConfig(method="active_design", seed=seed, level=level,
+                           stop=StopRule(0.0, level=level).as_dict())
+    est = ActiveDesignEstimator(prior, config, score_range=score_range, **params)
+    y = np.asarray(target, dtype=np.float64)
+    cap = est.n_items if budget is None else min(int(budget), est.n_items)
+    out: list[dict[str, Any]] = []
+    while est.n_observed < cap:
+        item = est.propose()[0]
+        est.observe(item, float(y[item]))
+        lo, hi = est.ci
+        out.append({"n": est.n_observed, "item": item, "score": float(y[item]), "probability": est.last_probability,
+                    "estimate": est.estimate, "design_estimate": est.design_estimate,
+                    "model_estimate": est.model_estimate, "ci": (lo, hi), "variance": est.variance})
+        if half_width is not None and est.n_observed >= min_items and (hi - lo) / 2.0 <= half_width:
+            break
+    return out

@@ -1,0 +1,173 @@
+"""Store a parsed harness import (inspect_ai, HELM, lighteval) all-or-nothing, inline or as a job."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import re
+import sys
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evalplan.auth.names import check_new_names
+from evalplan.auth.scoping import owned_by_caller
+from evalplan.benchmarks.items import ItemRecord, ensure_items, upsert_items
+from evalplan.benchmarks.score_matrix import write_scores
+from evalplan.benchmarks.scores import check_metric
+from evalplan.benchmarks.service import create_benchmark, scale_of
+from evalplan.db.models import Benchmark, Job
+from evalplan.imports.common import adopt_metric, cells_of, check_related_items
+from evalplan.integrations.harness_records import ParsedImport
+from evalplan.integrations.helm import parse_helm
+from evalplan.integrations.inspect_logs import parse_inspect_logs
+from evalplan.integrations.lighteval import parse_lighteval_details
+from evalplan.kit.errors import ErrorCollector, InvalidInput, PayloadTooLarge
+from evalplan.kit.jobs import create_job
+from evalplan.kit.schemas import MODEL_NAME_PATTERN
+from evalplan.models.service import ensure_models
+
+KIND = "harness_import"
+
+Parser = Callable[[list[tuple[str, bytes]], dict[str, Any]], ParsedImport]
+
+
+def parsers() -> dict[str, Parser]:
+    """harness -> ``(files, options) -> ParsedImport`` (a parser imports its harness extra when called)."""
+    return {
+        "inspect": lambda files, o: parse_inspect_logs(files, model=o.get("model"), benchmark=o.get("benchmark"),
+                                                       scorer=o.get("scorer")),
+        "helm": lambda files, o: parse_helm(files, model=o.get("model"), benchmark=o.get("benchmark"),
+                                            stat=o.get("stat"), perturbed=bool(o.get("perturbed"))),
+        "lighteval": lambda files, o: parse_lighteval_details(files, model=o.get("model"),
+                                                              benchmark=o.get("benchmark"), metric=o.get("metric"),
+                                                              split=o.get("split")),
+    }
+
+
+def enable_zstd_members() -> None:
+    """inspect_ai (0.3.28x) writes ``.eval`` members with zstd (ZIP method 93). The standard library reads it
+    from Python 3.14; before, ``zipfile_zstd`` (installed with inspect-ai) adds it to ``zipfile``, as
+    inspect_ai itself does when imported. Without it a zstd member stays unreadable (422)."""
+    if sys.version_info < (3, 14):
+        with contextlib.suppress(ImportError):
+            importlib.import_module("zipfile_zstd")
+
+
+def check_archives(files: list[tuple[str, bytes]], max_bytes: int) -> None:
+    """413 when a zip upload (an inspect ``.eval``) decompresses to more than ``max_bytes`` in all: each
+    member is inflated in 1 MB chunks that are counted and dropped, so a zip bomb costs no memory
+    (setting ``EVALPLAN_MAX_DECOMPRESSED_BYTES``). Not a zip: left to the harness reader."""
+    enable_zstd_members()
+    for name, content in files:
+        if not content.startswith(b"PK"):
+            continue
+        total = 0
+        try:
+            with zipfile.ZipFile(io.BytesIO(content)) as archive:
+                for info in archive.infolist():
+                    with archive.open(info) as member:
+                        while chunk := member.read(1024 * 1024):
+                            total += len(chunk)
+                            if total > max_bytes:
+                                raise PayloadTooLarge(
+                                    f"{name!r} decompresses to more than {max_bytes} bytes (member "
+                                    f"{info.filename!r}; setting EVALPLAN_MAX_DECOMPRESSED_BYTES)",
+                                    [{"file": name, "member": info.filename,
+                                      "detail": f"more than {max_bytes} bytes decompressed"}])
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+            raise InvalidInput(f"{name!r} is not a readable zip archive: {exc}"[:300],
+                               [{"file": name, "detail": str(exc)[:200]}]) from None
+
+
+def parse(harness: str, files: list[tuple[str, bytes]], options: dict[str, Any],
+          max_decompressed_bytes: int | None = None) -> ParsedImport:
+    if max_decompressed_bytes is not None:
+        check_archives(files, max_decompressed_bytes)
+    parsed = parsers()[harness](files, options)
+    check_metric(parsed.metric)
+    for name in parsed.scores:
+        if not re.fullmatch(MODEL_NAME_PATTERN, name):
+            raise InvalidInput(f"model name {name!r} from the log is not a valid model name; set the `model` field",
+                               [{"field": "model", "detail": f"must match {MODEL_NAME_PATTERN}"}])
+    if not parsed.scores:
+        raise InvalidInput("nothing to import: no scored samples", [
+            {"field": "files", "detail": f"{s.count} {s.what}(s) skipped: {s.why}"} for s in parsed.skipped
+        ] or [{"field": "files", "detail": "no scores"}])
+    return parsed
+
+
+def _benchmark_for(session: Session, parsed: ParsedImport) -> tuple[Benchmark, bool]:
+    # the caller's own benchmark of that name only: another team's public one is never written to
+    # (own first, as everywhere; its name stays free for the caller's own)
+    benchmark = session.scalars(select(Benchmark).where(Benchmark.name == parsed.benchmark,
+                                                        owned_by_caller(session, Benchmark)).with_for_update()).first()
+    if benchmark is not None:
+        return benchmark, False
+    check_new_names(session, [parsed.benchmark], "benchmark", "benchmark")
+    values = [v for row in parsed.scores.values() for v in row.values()]
+    if all(v in (0.0, 1.0) for v in values):
+        kind, lo, hi = "binary", 0.0, 1.0
+    elif all(0.0 <= v <= 1.0 for v in values):
+        kind, lo, hi = "continuous", 0.0, 1.0
+    else:
+        kind, lo, hi = "continuous", None, None
+    benchmark = create_benchmark(session, name=parsed.benchmark, description=f"Imported from {parsed.harness} logs",
+                                 score_kind=kind, score_min=lo, score_max=hi, default_metric=parsed.metric)
+    return benchmark, True
+
+
+def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool = False) -> dict[str, Any]:
+    """Create the benchmark, items and models as needed and upsert the scores, in the caller's transaction
+    (``evalplan.imports.common``: another task's items are refused unless ``allow_foreign_items``)."""
+    benchmark, created = _benchmark_for(session, parsed)
+    check_related_items(session, benchmark, parsed.item_ids(), created=created,
+                        allow_foreign_items=allow_foreign_items)
+    scale = scale_of(benchmark)
+    errors = ErrorCollector()
+    for model, row in parsed.scores.items():
+        for item, value in row.items():
+            reason = scale.problem(value)
+            if reason:
+                errors.add(reason, model=model, item=item, metric=parsed.metric)
+    errors.raise_if_any(f"scores do not fit benchmark {benchmark.name!r}")
+    item_ids = parsed.item_ids()
+    records = [ItemRecord(i, parsed.items[i].prompt, parsed.items[i].target, parsed.items[i].fields)
+               for i in item_ids if i in parsed.items]
+    counts = upsert_items(session, benchmark, records) if records else {"created": 0, "updated": 0}
+    pk_of = ensure_items(session, benchmark, item_ids)
+    models = list(parsed.scores)
+    model_ids = ensure_models(session, models)
+    metric_note = adopt_metric(session, benchmark, parsed.metric)
+    before = cells_of(session, benchmark, list(model_ids.values()), parsed.metric)
+    values = np.full((len(models), len(item_ids)), np.nan)
+    column = {item: j for j, item in enumerate(item_ids)}
+    for r, model in enumerate(models):
+        for item, value in parsed.scores[model].items():
+            values[r, column[item]] = value
+    n_scores = write_scores(session, benchmark, [model_ids[m] for m in models], [pk_of[i] for i in item_ids],
+                            values, parsed.metric)
+    replaced = n_scores - (cells_of(session, benchmark, list(model_ids.values()), parsed.metric) - before)
+    benchmark.data_version = (benchmark.data_version or 0) + 1
+    session.flush()
+    return {
+        "harness": parsed.harness, "n_scores": n_scores, "n_items": len(item_ids), "n_models": len(models),
+        "benchmark": benchmark.name, "benchmark_id": benchmark.id, "benchmark_created": created,
+        "model": models[0] if len(models) == 1 else None, "models": models, "metric": parsed.metric,
+        "items_created": counts["created"], "items_updated": counts["updated"], "scores_replaced": replaced,
+        "default_metric": benchmark.default_metric,
+        "mean_score": float(np.nanmean(values)), "averaged_over": parsed.repeats,
+        "skipped": [asdict(s) for s in parsed.skipped], "notes": parsed.notes + ([metric_note] if metric_note else []),
+    }
+
+
+def start_job(session: Session, harness: str, options: dict[str, Any], inputs: list[tuple[str, bytes]]) -> Job:
+    """Queue a large import (the files are stored with the job); dispatch after commit."""
+    return create_job(session, KIND, {"harness": harness, "options": options}, inputs=inputs)

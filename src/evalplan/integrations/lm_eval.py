@@ -1,0 +1,331 @@
+"""Parse lm-evaluation-harness ``--log_samples`` files (``samples_<task>_<date>.jsonl``).
+
+Pure: no database, no web. :func:`parse_samples` streams the lines once and keeps only
+the items of the selected filter, so memory grows with the parsed items, not the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalplan.kit import input_guard
+from evalplan.kit.errors import ErrorCollector, InvalidInput
+
+TASK_FILENAME_RE = re.compile(
+    r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)\.jsonl$"
+)
+"""``samples_<task>_<date>.jsonl``; ``<date>`` is ``datetime.isoformat()`` with ':' -> '-'."""
+
+PROMPT_DOC_KEYS = ("prompt", "question", "query", "problem", "input", "text", "instruction")
+"""Doc fields tried, in order, for the prompt when ``arguments`` is absent or unusable."""
+
+DEFAULT_FILTER = "none"
+
+MAX_TASK_NAME = 200
+"""Longest task name: it becomes a benchmark name (``benchmarks.name`` is VARCHAR(200))."""
+
+MAX_DOC_ID = 2**31 - 1
+"""Largest ``doc_id``: it is stored as the item's ``source_index`` (a 32-bit INTEGER)."""
+
+
+def task_from_filename(filename: str) -> str:
+    """Return the task name of a ``samples_<task>_<date>.jsonl`` file name or path."""
+    base = re.split(r"[\\/]", filename)[-1]
+    match = TASK_FILENAME_RE.match(base)
+    if match is None:
+        detail = (
+            f"file name {base!r} is not an lm-evaluation-harness samples log; "
+            "expected samples_<task>_<YYYY-MM-DDTHH-MM-SS[.ffffff]>.jsonl"
+        )
+        raise InvalidInput(detail, [{"file": filename, "detail": detail}])
+    task = match.group("task")
+    if len(task) > MAX_TASK_NAME:
+        detail = f"task name in {base!r} is {len(task)} characters long; at most {MAX_TASK_NAME} are allowed"
+        raise InvalidInput(detail, [{"file": filename, "detail": detail}])
+    return task
+
+
+@dataclass
+class LmEvalItem:
+    """One document of a task: its prompt, target, dataset row and score."""
+
+    doc_id: int
+    prompt: str
+    target: str
+    fields: dict[str, Any]
+    score: float
+
+
+@dataclass
+class LmEvalTaskLog:
+    """The items of one task log for one metric and one filter, sorted by ``doc_id``."""
+
+    task: str
+    filename: str
+    metric: str
+    filter: str
+    items: list[LmEvalItem]
+    all_binary: bool
+
+
+def compact_json(value: Any) -> str:
+    """Deterministic compact JSON used for non-string targets and doc fallbacks."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _prompt_from_arguments(arguments: Any) -> str | None:
+    """The context of the first request, in the dict, list or plain-string form."""
+    if isinstance(arguments, str):
+        return arguments or None
+    first: Any = None
+    if isinstance(arguments, dict) and arguments:
+        req = arguments.get("gen_args_0", next(iter(arguments.values())))
+        if isinstance(req, dict):
+            first = req.get("arg_0")
+        elif isinstance(req, (list, str)):
+            first = req
+    elif isinstance(arguments, list) and arguments:
+        first = arguments[0]
+    if isinstance(first, list):
+        first = first[0] if first else None
+    return first if isinstance(first, str) and first else None
+
+
+def _prompt_from_doc(doc: dict[str, Any]) -> str:
+    for key in PROMPT_DOC_KEYS:
+        value = doc.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return compact_json(doc)
+
+
+def _target_text(target: Any) -> str:
+    if target is None:
+        return ""
+    if isinstance(target, (list, dict)):
+        return compact_json(target)
+    return str(target)
+
+
+def _score(value: Any) -> float | str:
+    """The score as a float, or a message saying why it is not one."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        score = float(value)
+        if not math.isfinite(score):
+            return f"score must be a finite number, got {value!r}"
+        return score
+    return f"score must be a number or boolean, got {type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class _Bucket:
+    """Items and located errors of one filter while the default filter is undecided."""
+
+    items: list[LmEvalItem] = field(default_factory=list)
+    first_row: dict[int, int] = field(default_factory=dict)
+    errors: ErrorCollector = field(default_factory=ErrorCollector)
+
+
+def parse_samples(
+    filename: str,
+    lines: Iterable[bytes | str],
+    metric: str | None = None,
+    filter: str | None = None,  # noqa: A002 - mirrors the harness field name
+) -> LmEvalTaskLog:
+    """Parse one samples log into the items of one metric and filter.
+
+    ``metric`` defaults to the first of the first record's ``metrics``; ``filter`` to
+    ``"none"`` when the file has it, else the first filter seen. Errors are collected
+    with their 1-based line number and field, then raised together as ``InvalidInput``.
+    """
+    task = task_from_filename(filename)
+    errors = ErrorCollector()
+    buckets: dict[str, _Bucket] = {}
+    filters_seen: dict[str, None] = {}
+    metrics_seen: dict[str, None] = {}
+    chosen_metric = metric
+    n_records = 0
+
+    for row, raw in enumerate(lines, start=1):
+        if isinstance(raw, (bytes, bytearray)):
+            try:
+                text = bytes(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors.add(f"invalid UTF-8: {exc}", row=row, column=None)
+                continue
+        else:
+            text = raw
+        if row == 1:
+            text = text.lstrip("\ufeff")
+        text = text.strip()
+        if not text:
+            continue
+        try:
+            record = input_guard.loads(text, where=f"line {row}", finite=False)
+        except json.JSONDecodeError as exc:
+            errors.add(f"invalid JSON: {exc}", row=row, column=None)
+            continue
+        except input_guard.InputRejected as exc:
+            errors.add(exc.errors[0]["detail"], row=row, column=exc.errors[0]["field"])
+            continue
+        if not isinstance(record, dict):
+            errors.add(
+                f"expected a JSON object, got {type(record).__name__}", row=row, column=None
+            )
+            continue
+        n_records += 1
+
+        ok = True
+        raw_doc_id = record.get("doc_id")
+        doc_id = raw_doc_id if isinstance(raw_doc_id, int) and not isinstance(raw_doc_id, bool) else -1
+        if not 0 <= doc_id <= MAX_DOC_ID:
+            errors.add(
+                f"doc_id must be an integer from 0 to {MAX_DOC_ID}, got {_short(raw_doc_id)}",
+                row=row,
+                column="doc_id",
+            )
+            ok = False
+        metrics = record.get("metrics")
+        if (
+            not isinstance(metrics, list)
+            or not metrics
+            or not all(isinstance(m, str) for m in metrics)
+        ):
+            errors.add(
+                f"metrics must be a non-empty list of metric names, got {_short(metrics)}",
+                row=row,
+                column="metrics",
+            )
+            ok = False
+        else:
+            for name in metrics:
+                metrics_seen.setdefault(name, None)
+            if chosen_metric is None:
+                chosen_metric = metrics[0]
+        line_filter = record.get("filter", DEFAULT_FILTER)
+        if not isinstance(line_filter, str) or not line_filter:
+            errors.add(
+                f"filter must be a non-empty string, got {_short(line_filter)}",
+                row=row,
+                column="filter",
+            )
+            continue
+        filters_seen.setdefault(line_filter, None)
+        doc = record.get("doc", {})
+        if not isinstance(doc, dict):
+            errors.add(f"doc must be a JSON object, got {_short(doc)}", row=row, column="doc")
+            ok = False
+        else:
+            try:  # the doc becomes the item's fields: finite numbers only
+                input_guard.check_json_value(doc, where=f"line {row}", prefix=("doc",))
+            except input_guard.InputRejected as exc:
+                errors.add(exc.errors[0]["detail"], row=row, column=exc.errors[0]["field"])
+                ok = False
+
+        # Keep only the filter that can still be chosen: the explicit one, else "none"
+        # or (until "none" shows up) the first filter seen.
+        if filter is not None:
+            keep = line_filter == filter
+        else:
+            keep = line_filter == DEFAULT_FILTER or (
+                DEFAULT_FILTER not in filters_seen and line_filter == next(iter(filters_seen))
+            )
+            if line_filter == DEFAULT_FILTER:
+                for other in [f for f in buckets if f != DEFAULT_FILTER]:
+                    del buckets[other]
+        if not keep:
+            continue
+        bucket = buckets.setdefault(line_filter, _Bucket())
+
+        if ok and doc_id in bucket.first_row:
+            bucket.errors.add(
+                f"duplicate doc_id {doc_id} for filter {line_filter!r} "
+                f"(first at row {bucket.first_row[doc_id]})",
+                row=row,
+                column="doc_id",
+            )
+            ok = False
+        elif ok:
+            bucket.first_row[doc_id] = row
+        if chosen_metric is None:
+            continue  # this line's metrics are invalid and already reported
+        if chosen_metric not in record:
+            bucket.errors.add(
+                f"missing the value of metric {chosen_metric!r}", row=row, column=chosen_metric
+            )
+            continue
+        score = _score(record[chosen_metric])
+        if isinstance(score, str):
+            bucket.errors.add(score, row=row, column=chosen_metric)
+            continue
+        if not ok:
+            continue
+        prompt = _prompt_from_arguments(record.get("arguments"))
+        bucket.items.append(
+            LmEvalItem(
+                doc_id=doc_id,
+                prompt=prompt if prompt is not None else _prompt_from_doc(doc),
+                target=_target_text(record.get("target")),
+                fields=doc,
+                score=score,
+            )
+        )
+
+    summary = f"invalid lm-evaluation-harness samples log {filename!r}"
+    if n_records == 0:
+        errors.raise_if_any(summary)
+        detail = f"{filename!r} contains no records"
+        raise InvalidInput(detail, [{"file": filename, "detail": detail}])
+
+    if filter is not None:
+        chosen_filter: str | None = filter
+        if filters_seen and filter not in filters_seen:
+            detail = (
+                f"filter {filter!r} not found in {filename!r}; "
+                f"available filters: {', '.join(filters_seen)}"
+            )
+            raise InvalidInput(detail, [{"file": filename, "column": "filter", "detail": detail}])
+    else:
+        chosen_filter = (
+            DEFAULT_FILTER if DEFAULT_FILTER in filters_seen else next(iter(filters_seen), None)
+        )
+    if metric is not None and metrics_seen and metric not in metrics_seen:
+        detail = (
+            f"metric {metric!r} not found in {filename!r}; "
+            f"available metrics: {', '.join(metrics_seen)}"
+        )
+        raise InvalidInput(detail, [{"file": filename, "column": "metrics", "detail": detail}])
+
+    chosen = buckets.get(chosen_filter) if chosen_filter is not None else None
+    all_errors = errors.errors + (chosen.errors.errors if chosen is not None else [])
+    all_errors.sort(key=lambda e: e.get("row") or 0)
+    final = ErrorCollector()
+    for err in all_errors:
+        final.add(**err)
+    final.raise_if_any(summary)
+    if chosen is None or not chosen.items or chosen_filter is None or chosen_metric is None:
+        # Unreachable when no error was collected; kept as a guard, not an assert.
+        detail = f"{filename!r} has no usable records for filter {chosen_filter!r}"
+        raise InvalidInput(detail, [{"file": filename, "detail": detail}])
+
+    items = sorted(chosen.items, key=lambda item: item.doc_id)
+    return LmEvalTaskLog(
+        task=task,
+        filename=filename,
+        metric=chosen_metric,
+        filter=chosen_filter,
+        items=items,
+        all_binary=all(item.score in (0.0, 1.0) for item in items),
+    )

@@ -1,0 +1,1 @@
+"""Leaderboards: models x benchmarks, measured scores and marked estimates (sessions, coresets)."""

@@ -1,0 +1,389 @@
+"""Request checks of sessions: the configuration, targets and reference models of a new session,
+and the observations posted to one (all located 4xx problems, nothing stored on failure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, literal_column, select, union_all
+from sqlalchemy.orm import Session
+
+from evalplan.benchmarks.service import scale_of, score_range
+from evalplan.core.sequential import DEFAULT_METHOD, METHODS, SessionConfig
+from evalplan.core.sequential.methods import ALIASES
+from evalplan.core.sequential.stopping import StopRule, resolve_max_items
+from evalplan.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
+from evalplan.kit.errors import Conflict, InvalidInput, NotFound
+from evalplan.models.service import check_reference_form
+from evalplan.sessions.priors import PriorEntry
+
+MULTI_METHODS = ("bayesame", "bayesame_rs")
+CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
+                 "hyperparameters", "seed", "stop", "level", "interval_kind", "method_params")
+PAPER_RULE_FIELDS = ("epsilon1", "epsilon2", "window")
+MAX_OBSERVATIONS_PER_REQUEST = 10_000
+MAX_TARGETS = 32  # the joint posterior costs O(T B n) per observation
+MAX_LATENT = 16
+MAX_PREVIOUS = 16
+
+
+@dataclass
+class SessionRequest:
+    benchmark: str
+    target: str | None = None
+    targets: list[str] | None = None
+    n_latent: int | None = None
+    reference_models: list[str] | str | None = None
+    method: str | None = None  # None: DEFAULT_METHOD (single target), bayesame (multi-target)
+    epsilon1: float | None = None
+    epsilon2: float | None = None
+    window: int | None = None
+    refit_every: int | None = None
+    max_items: int | dict[str, Any] | None = None
+    batch_size: int | None = None
+    hyperparameters: dict[str, float] | None = None
+    seed: int | None = None
+    stop: dict[str, Any] | None = None
+    level: float | None = None
+    previous: list[str] | None = None
+    interval_kind: str | None = None
+    method_params: dict[str, Any] | None = None
+
+
+def resolved_method(request: SessionRequest) -> str:
+    """The method a session runs: the given one, else the recommended ``DEFAULT_METHOD``; a
+    multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
+    if request.method is not None:
+        return request.method
+    return "bayesame" if request.targets is not None else DEFAULT_METHOD
+
+
+def _field_of(message: str) -> str:
+    """The request field a core ValueError names (``field: ...``), e.g. ``stop.half_width``."""
+    head = message.split(":", 1)[0].strip()
+    root = head.split(".", 1)[0]
+    if root in CONFIG_FIELDS + ("method", "n0"):
+        return head
+    return next((f for f in sorted(CONFIG_FIELDS, key=len, reverse=True) if f in message), "config")
+
+
+def config_of(request: SessionRequest, n_items: int) -> Any:
+    """The checked ``SessionConfig``: ``max_items`` resolved against the benchmark's ``n_items``,
+    ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a rule is given."""
+    request.method = resolved_method(request)
+    if request.method in ALIASES:  # a former name: answered with the public name and its parameters
+        name, params = ALIASES[request.method]
+        if request.method_params is not None:
+            raise InvalidInput(f"method {request.method!r} is a former name of {name} with fixed parameters; give "
+                               f"method {name!r} with method_params instead",
+                               [{"field": "method_params", "detail": f"not allowed with method {request.method!r}"}])
+        request.method, request.method_params = name, dict(params)
+    if request.method not in METHODS:
+        raise InvalidInput(f"unknown method {request.method!r}; valid methods: {', '.join(METHODS)}",
+                           [{"field": "method", "detail": f"must be one of {', '.join(METHODS)}"}])
+    given = {name: getattr(request, name) for name in CONFIG_FIELDS if getattr(request, name) is not None}
+    try:
+        if "stop" in given:
+            clash = [f for f in PAPER_RULE_FIELDS if f in given]
+            if clash:
+                raise ValueError(f"{clash[0]}: belongs to the paper's rule; it cannot be combined with stop")
+            stop = {k: v for k, v in dict(given["stop"]).items() if v is not None}
+            rule = StopRule.from_dict(stop)
+            if "level" in given and "level" in stop and float(given["level"]) != rule.level:
+                raise ValueError(f"level: {given['level']!r} differs from stop.level {rule.level!r}")
+            if "level" in given and "level" not in stop:
+                rule = StopRule.from_dict({**stop, "level": given["level"]})
+            given["stop"], given["level"] = rule.as_dict(), rule.level
+        if "max_items" in given:
+            requested = given["max_items"]
+            given["max_items"] = resolve_max_items(requested, n_items)
+            if isinstance(requested, dict):
+                given["max_items_fraction"] = float(requested["fraction"])
+        config = SessionConfig(method=request.method, **given)
+        config.validate()
+    except (ValueError, TypeError) as exc:
+        message = str(exc)
+        raise InvalidInput(f"invalid session configuration: {message}",
+                           [{"field": _field_of(message), "detail": message}]) from None
+    return config
+
+
+def check_stop_fits(config: Any, benchmark: Benchmark, multi_target: bool) -> None:
+    """``stop.anytime_valid`` needs a bounded score range and a single target (422 otherwise)."""
+    rule = config.stop_rule
+    if rule is None or not rule.anytime_valid:
+        return
+    if multi_target:
+        raise InvalidInput("stop.anytime_valid is for single-target sessions",
+                           [{"field": "stop.anytime_valid", "detail": "not supported with targets"}])
+    lo, hi = score_range(benchmark, infinite=True)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InvalidInput(f"stop.anytime_valid needs a bounded score range; benchmark {benchmark.name!r} "
+                           f"has [{lo}, {hi}]",
+                           [{"field": "stop.anytime_valid", "detail": "the benchmark's scores are unbounded"}])
+
+
+def check_sizes(config: Any, n_items: int) -> None:
+    """422 when a size parameter exceeds the benchmark: ``batch_size`` proposes that many items per
+    step (and the estimator allocates per proposed item), so it is capped at the number of items."""
+    if config.batch_size > n_items:
+        raise InvalidInput(f"batch_size {config.batch_size} is larger than the benchmark's {n_items} items",
+                           [{"field": "batch_size", "detail": f"at most {n_items}"}])
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def resolve_target(session: Session, target: str, field: str = "target") -> str:
+    target = target.strip() if isinstance(target, str) else target
+    if not isinstance(target, str) or not target or len(target) > 300:
+        raise InvalidInput(f"{field} must be a model name of 1 to 300 characters",
+                           [{"field": field, "detail": f"got {target!r}"}])
+    known = session.scalars(select(Model.name).where(Model.id == target)).first()
+    return known or target  # an id of a known model stands for its name; any other string is a new model
+
+
+def resolve_targets(session: Session, request: SessionRequest) -> tuple[str | None, list[str] | None]:
+    """(target, None) for a single-target request, (None, [names]) for a multi-target one."""
+    if request.targets is None:
+        if request.target is None:
+            raise InvalidInput("give target (one model) or targets (two or more models)",
+                               [{"field": "target", "detail": "missing"}])
+        if request.n_latent is not None:
+            raise InvalidInput("n_latent applies to multi-target sessions (targets) only",
+                               [{"field": "n_latent", "detail": "not allowed with target"}])
+        return resolve_target(session, request.target), None
+    if request.target is not None:
+        raise InvalidInput("give either target or targets, not both",
+                           [{"field": "targets", "detail": "not allowed with target"}])
+    if not isinstance(request.targets, list) or not 2 <= len(request.targets) <= MAX_TARGETS:
+        raise InvalidInput(f"targets must list 2 to {MAX_TARGETS} model names",
+                           [{"field": "targets", "detail": f"got {request.targets!r}"}])
+    names: list[str] = []
+    for k, given in enumerate(request.targets):
+        name = resolve_target(session, given, f"targets.{k}")
+        if name in names:
+            raise InvalidInput(f"targets must be distinct; {name!r} is given twice",
+                               [{"field": f"targets.{k}", "detail": f"duplicate of targets.{names.index(name)}"}])
+        names.append(name)
+    return None, names
+
+
+def resolve_previous(session: Session, given: list[str] | None, targets: list[str]) -> list[str]:
+    """The ``previous`` checkpoints' model names (distinct, not a target), oldest first; that each has
+    scores or session observations on the benchmark is checked by :func:`previous_scores`."""
+    if given is None:
+        return []
+    if not isinstance(given, list) or not 1 <= len(given) <= MAX_PREVIOUS:
+        raise InvalidInput(f"previous must list 1 to {MAX_PREVIOUS} model names (earlier checkpoints, oldest first)",
+                           [{"field": "previous", "detail": f"got {given!r}"}])
+    names: list[str] = []
+    errors = []
+    for k, ref in enumerate(given):
+        if not isinstance(ref, str) or not ref.strip() or len(ref) > 300:
+            errors.append({"field": f"previous.{k}", "detail": f"a model name of 1 to 300 characters, got {ref!r}"})
+            continue
+        # a model id stands for its name; any other string is a model name or an earlier session's target
+        name = session.scalars(select(Model.name).where(Model.id == ref.strip())).first() or ref.strip()
+        if name in targets:
+            errors.append({"field": f"previous.{k}", "detail": f"{name!r} is the target, not an earlier checkpoint"})
+        elif name in names:
+            errors.append({"field": f"previous.{k}", "detail": f"{name!r} is given twice"})
+        else:
+            names.append(name)
+    if errors:
+        raise InvalidInput(f"invalid previous: {errors[0]['detail']}", errors)
+    return names
+
+
+def previous_scores(session: Session, benchmark: Benchmark, names: list[str], model_names: list[str],
+                    values: Any, item_pks: list[int]) -> list[Any]:
+    """Each checkpoint's scores over the benchmark's items (NaN where unknown): its stored scores, and
+    where it has none, the observations of its earlier sessions on this benchmark (either kind)."""
+    import numpy as np
+
+    col = {pk: j for j, pk in enumerate(item_pks)}
+    rows = []
+    errors = []
+    for k, name in enumerate(names):
+        row = np.full(len(item_pks), np.nan)
+        if name in model_names:
+            row = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
+        stmt = (select(EvalSession.target, EvalSession.targets, SessionObservation.target_index,
+                       SessionObservation.item_pk, SessionObservation.score)
+                .join(SessionObservation, SessionObservation.session_id == EvalSession.id)
+                .where(EvalSession.benchmark_id == benchmark.id))
+        for target, targets, t_index, item_pk, score in session.execute(stmt):
+            owner = target if not targets else targets[int(t_index)]
+            j = col.get(int(item_pk))
+            if owner == name and j is not None and np.isnan(row[j]):
+                row[j] = float(score)
+        if np.isnan(row).all():
+            errors.append({"field": f"previous.{k}",
+                           "detail": f"{name!r} has no scores and no session observations on {benchmark.name!r}"})
+        rows.append(row)
+    if errors:
+        raise InvalidInput(f"invalid previous: {errors[0]['detail']}", errors)
+    return rows
+
+
+def resolve_references(session: Session, refs: list[str] | str | None, targets: list[str],
+                        model_ids: list[str], model_names: list[str], previous: list[str] | None = None) -> list[int]:
+    """Row indices (into the benchmark's score matrix) of the reference models (never a target)."""
+    refs = check_reference_form(refs)
+    previous = previous or []
+    if refs is None or refs == "all":
+        rows = [i for i, name in enumerate(model_names) if name not in targets and name not in previous]
+    else:
+        row_of_id = {m: i for i, m in enumerate(model_ids)}
+        row_of_name = {n: i for i, n in enumerate(model_names)}
+        rows, errors = [], []
+        for k, ref in enumerate(refs):
+            row = row_of_name.get(ref, row_of_id.get(ref))
+            if row is None:
+                exists = session.scalars(select(Model.id).where((Model.name == ref) | (Model.id == ref))).first()
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"model {ref!r} has no scores on this benchmark" if exists
+                               else f"no model with id or name {ref!r}"})
+            elif model_names[row] in targets:
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"the target {model_names[row]!r} cannot be its own reference"})
+            elif model_names[row] in previous:
+                errors.append({"field": f"reference_models.{k}",
+                               "detail": f"{model_names[row]!r} is in previous; a checkpoint is not also a reference"})
+            elif row not in rows:
+                rows.append(row)
+        if errors:
+            raise InvalidInput(f"invalid reference_models: {errors[0]['detail']}", errors)
+    rows.sort()  # canonical (upload) order: the prior is keyed by the set, not the order given
+    if len(rows) < 2:
+        raise InvalidInput(f"a session needs at least 2 reference models with scores on the benchmark; "
+                           f"found {len(rows)}",
+                           [{"field": "reference_models", "detail": f"{len(rows)} usable reference model(s)"}])
+    return rows
+
+
+def n_latent_of(request: SessionRequest, config: Any) -> int:
+    if config.method not in MULTI_METHODS:
+        raise InvalidInput(f"multi-target sessions support the methods {', '.join(MULTI_METHODS)}; "
+                           f"got {config.method!r}",
+                           [{"field": "method", "detail": f"must be one of {', '.join(MULTI_METHODS)} with targets"}])
+    n_latent = 2 if request.n_latent is None else request.n_latent
+    if isinstance(n_latent, bool) or not isinstance(n_latent, int) or not 1 <= n_latent <= MAX_LATENT:
+        raise InvalidInput(f"n_latent must be an integer from 1 to {MAX_LATENT}",
+                           [{"field": "n_latent", "detail": f"got {n_latent!r}"}])
+    return n_latent
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@dataclass
+class ObservationIn:
+    item: str
+    score: float
+    target: str | None = None  # required for (and only for) a multi-target session
+
+
+def target_indices(row: EvalSession, observations: list[ObservationIn]) -> list[int]:
+    """Each observation's target index (0 for a single-target session); 422 on a missing, unknown or
+    misplaced target, 409 on a stopped one."""
+    if not row.targets:
+        misplaced = [{"field": f"observations.{k}.target", "item": o.item,
+                      "detail": "target is for multi-target sessions only"}
+                     for k, o in enumerate(observations) if o.target is not None]
+        if misplaced:
+            raise InvalidInput(f"session {row.id} has a single target; observations take no target", misplaced)
+        return [0] * len(observations)
+    index_of = {name: t for t, name in enumerate(row.targets)}
+    invalid = [{"field": f"observations.{k}.target", "item": o.item,
+                "detail": "missing: give one of the session's targets" if o.target is None
+                else f"{o.target!r} is not a target of this session ({', '.join(row.targets)})"}
+               for k, o in enumerate(observations) if o.target not in index_of]
+    if invalid:
+        raise InvalidInput(f"invalid observation target: {invalid[0]['detail']}", invalid)
+    per_target = (row.target_state or {}).get("per_target", {})
+    stopped = [{"field": f"observations.{k}.target", "item": o.item, "target": o.target,
+                "detail": f"target {o.target!r} has stopped ({per_target[o.target]['stop_reason']})"}
+               for k, o in enumerate(observations) if per_target.get(o.target, {}).get("status") == "stopped"]
+    if stopped:
+        raise Conflict(f"{stopped[0]['detail']}; it takes no more observations", stopped)
+    return [index_of[o.target] for o in observations]  # type: ignore[index]
+
+
+def validate_observations(session: Session, row: EvalSession, benchmark: Benchmark, entry: PriorEntry,
+                          observations: list[ObservationIn]) -> tuple[list[tuple[int, int, str, float]], int]:
+    """The new (target_index, item_pk, item_id, score) to record, in request order, and the number of
+    observations stored so far (the log's length); raises on any problem.
+
+    Item ids resolve through the session's prior (its items, fixed when it started); only ids it lacks
+    are looked up in the benchmark, to say whether they are unknown or were added later. One query
+    reads the stored scores of the posted items and the log's length."""
+    scale = scale_of(benchmark)
+    targets = target_indices(row, observations)
+    pk_of = {o.item: entry.pk_of_id[o.item] for o in observations if o.item in entry.pk_of_id}
+    wanted = list(dict.fromkeys(o.item for o in observations if o.item not in pk_of))
+    for start in range(0, len(wanted), 1000):
+        chunk = wanted[start:start + 1000]
+        pk_of.update(session.execute(select(Item.item_id, Item.pk).where(
+            Item.benchmark_id == row.benchmark_id, Item.item_id.in_(chunk))).all())
+    unknown = [{"field": f"observations.{k}.item", "item": o.item,
+                "detail": f"benchmark {benchmark.name!r} has no item {o.item!r}"}
+               for k, o in enumerate(observations) if o.item not in pk_of]
+    if unknown:
+        raise NotFound(f"unknown item {unknown[0]['item']!r} in benchmark {benchmark.name!r}", unknown)
+    invalid = []
+    for k, o in enumerate(observations):
+        reason = scale.problem(float(o.score))
+        if reason is not None:
+            invalid.append({"field": f"observations.{k}.score", "item": o.item, "detail": reason})
+        elif pk_of[o.item] not in entry.index_of_pk:
+            invalid.append({"field": f"observations.{k}.item", "item": o.item,
+                            "detail": "the item was added to the benchmark after this session started"})
+    if invalid:
+        raise InvalidInput(f"invalid observation: {invalid[0]['detail']}", invalid)
+
+    stored, n_stored = stored_scores(session, row.id, list({pk_of[o.item] for o in observations}))
+    conflicts: list[dict[str, Any]] = []
+    new: list[tuple[int, int, str, float]] = []
+    seen: dict[tuple[int, int], float] = {}
+    for k, (o, t) in enumerate(zip(observations, targets)):
+        key, score = (t, pk_of[o.item]), float(o.score)
+        before = stored.get(key, seen.get(key))
+        if before is None:
+            seen[key] = score
+            new.append((t, key[1], o.item, score))
+        elif before != score:
+            whose = f" for target {o.target!r}" if row.targets else ""
+            conflicts.append({"field": f"observations.{k}", "item": o.item,
+                              "detail": f"item {o.item!r} already has score {before!r}{whose}; got {score!r}",
+                              **({"target": o.target} if row.targets else {})})
+    if conflicts:
+        raise Conflict(f"conflicting score for an already observed item: {conflicts[0]['detail']}", conflicts)
+    return new, n_stored
+
+
+def stored_scores(session: Session, session_id: str, pks: list[int]) -> tuple[dict[tuple[int, int], float], int]:
+    """The stored scores ``{(target_index, item_pk): score}`` of the items ``pks`` in session
+    ``session_id``, and the number of observations it has stored: one round trip for at most 1000
+    items (the count rides along as a row with ``target_index`` -1)."""
+    obs = SessionObservation
+    stored: dict[tuple[int, int], float] = {}
+    n_stored = -1
+    for start in range(0, max(len(pks), 1), 1000):
+        head = select(obs.target_index, obs.item_pk, obs.score).where(
+            obs.session_id == session_id, obs.item_pk.in_(pks[start:start + 1000]))
+        stmt: Any = head if start else union_all(
+            head, select(literal_column("-1"), func.count(), literal_column("0.0")).where(obs.session_id == session_id))
+        for t, pk, score in session.execute(stmt):
+            if int(t) < 0:
+                n_stored = int(pk)
+            else:
+                stored[(int(t), int(pk))] = float(score)
+    assert n_stored >= 0
+    return stored, n_stored

@@ -1,0 +1,1 @@
+"""One module per page kind; each exposes ``router`` (see evalplan.ui.mount)."""

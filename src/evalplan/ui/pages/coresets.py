@@ -1,0 +1,105 @@
+"""The coreset page: composition by benchmark and capability, the greedy gain curve, the reference
+models' held-out predicted vs true scores with intervals, the export buttons, provenance, items."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Query, Request
+from fastapi.responses import Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evalplan import __version__, charts
+from evalplan.auth.deps import DbSession
+from evalplan.benchmarks.items import item_samples
+from evalplan.coresets import export as coreset_export
+from evalplan.coresets import plots as coreset_plots
+from evalplan.coresets import service as coreset_service
+from evalplan.db.models import Benchmark, Job
+from evalplan.kit.errors import EvalplanError
+from evalplan.ui.routing import page_router
+from evalplan.ui.templating import render
+
+router = page_router()
+ITEMS_PER_PAGE = 100
+EXPORTS = [("lm-eval", "lm-eval", "lm-eval.json", "task -> doc indices, for lm_eval --samples"),
+           ("inspect", "inspect", "inspect.json", "task -> sample ids, for inspect eval --sample-id"),
+           ("csv", "CSV", "csv", "benchmark, item, rank, gain, weight"),
+           ("jsonl", "JSONL", "jsonl", "one item per line")]
+
+
+def provenance(view: dict[str, Any]) -> dict[str, Any]:
+    """What made this coreset: the stored ``provenance`` when the service records one, else the
+    fields of the coreset that determine it."""
+    if view.get("provenance"):
+        return dict(view["provenance"])
+    return {"method": view["method"], "params": view["params"], "seed": view["seed"],
+            "budget": view["budget"], "reference_models": view["reference_models"],
+            "predictor": view["predictor"], "embedding_model": view["embedding_model"],
+            "benchmarks": view["benchmarks"], "job": (view.get("job") or {}).get("id"),
+            "service_version": __version__}
+
+
+def export_problems(session: Session, coreset: Any) -> dict[str, str]:
+    """Why a format cannot be exported (e.g. lm-eval without doc indices), by the export itself."""
+    problems: dict[str, str] = {}
+    if coreset.status != "ready":
+        return problems
+    for fmt, *_ in EXPORTS:
+        try:
+            coreset_export.export_coreset(session, coreset, fmt)
+        except EvalplanError as exc:
+            problems[fmt] = exc.detail
+    return problems
+
+
+def charts_of(session: Session, coreset: Any, items: list[dict[str, Any]]) -> dict[str, Any]:
+    if coreset.status != "ready":
+        return {}
+    out: dict[str, Any] = {"composition_svg": charts.to_inline_svg(
+        coreset_plots.composition_chart(session, coreset, items), label="Coreset composition", prefix="composition")}
+    gains = coreset_plots.gain_chart(coreset, items)
+    if gains is not None:
+        out["gain_svg"] = charts.to_inline_svg(gains, label="Greedy gain curve", prefix="gains")
+    rows = coreset_plots.prediction_rows(session, coreset)
+    prediction = coreset_plots.prediction_chart(rows)
+    if prediction is not None:
+        out["prediction_svg"] = charts.to_inline_svg(prediction, label="Predicted vs true scores of the reference "
+                                                     "models", prefix="predictions")
+        out["predictions"] = rows
+    return out
+
+
+def pending_context(session: Session, coreset_id: str) -> dict[str, Any]:
+    coreset = coreset_service.get_coreset(session, coreset_id)
+    # another team's published version is shared without its selection job (that stays the owner's)
+    job = session.get(Job, coreset.job_id) if coreset.job_id else None
+    return {"coreset": coreset, "job": job}
+
+
+@router.get("/ui/coresets/{coreset_id}/live")
+def coreset_fragment(request: Request, coreset_id: str, session: DbSession) -> Response:
+    return render(request, "_coreset_pending.html", **pending_context(session, coreset_id))
+
+
+@router.get("/ui/coresets/{coreset_id}")
+def coreset_page(request: Request, coreset_id: str, session: DbSession,
+                 start: Annotated[int, Query(ge=0, description="First item shown (rank order)")] = 0,
+                 item: Annotated[str | None, Query(max_length=200, description="Show this item id only")] = None
+                 ) -> Response:
+    coreset = coreset_service.get_coreset(session, coreset_id)
+    view = coreset_service.coreset_view(session, coreset)
+    items = view["items"]
+    item = (item or "").strip() or None
+    shown = [i for i in items if i["item"] == item] if item is not None else items[start:start + ITEMS_PER_PAGE]
+    ids = dict(session.execute(select(Benchmark.name, Benchmark.id)
+                               .where(Benchmark.id.in_(coreset.benchmark_ids or []))).all())
+    texts = item_samples(session, [(ids[i["benchmark"]], i["item"]) for i in shown if i["benchmark"] in ids])
+    samples = {(name, item_id): text for (bid, item_id), text in texts.items() for name, b in ids.items() if b == bid}
+    stem = f"{coreset.name or coreset.id}" + (f"-v{coreset.version}" if coreset.name else "")
+    return render(request, "coreset.html", c=view, coreset=coreset, job=pending_context(session, coreset_id)["job"],
+                  provenance=provenance(view), exports=EXPORTS, export_problems=export_problems(session, coreset),
+                  stem=stem,
+                  page_items=shown, start=start, per_page=ITEMS_PER_PAGE, item=item, samples=samples,
+                  **charts_of(session, coreset, items))
