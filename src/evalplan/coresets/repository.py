@@ -23,6 +23,7 @@ from evalplan.coresets.curation import (
 )
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan
 from evalplan.db.models import Benchmark, Coreset, CoresetItem, Item, Job
+from evalplan.kit.db import begin_write
 from evalplan.kit.errors import Conflict
 from evalplan.kit.jobs import JobContext, create_job
 from evalplan.kit.validation import finite_or_none
@@ -79,7 +80,7 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
     """Replace the coreset's items with ``rows`` and mark it ready (``params``: resolved, e.g. tuned alpha;
     ``fitted_state``: what predict refits from, stored apart from ``diagnostics``)."""
     with ctx.session_factory() as session:
-        coreset = session.get_one(Coreset, coreset_id, with_for_update=True)
+        coreset = begin_write(session).get_one(Coreset, coreset_id, with_for_update=True)
         if coreset.published_at is not None:
             raise Conflict(f"coreset {coreset_id} is published: its items never change",
                            [{"field": "published_at", "detail": "published versions are frozen"}])
@@ -99,7 +100,7 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
 def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> None:
     """Record why a coreset's job failed on the coreset itself (the job keeps its own error)."""
     with ctx.session_factory() as session:
-        coreset = session.get(Coreset, coreset_id)
+        coreset = begin_write(session).get(Coreset, coreset_id)
         if coreset is not None:
             coreset.status = "failed"
             coreset.error = {"title": type(exc).__name__, "detail": str(exc)}

@@ -6,6 +6,7 @@ from typing import Any
 
 from evalplan.imports import harness
 from evalplan.imports.service import KIND, parse_logs, store_logs
+from evalplan.kit.db import begin_write
 from evalplan.kit.jobs import JobContext, register
 from evalplan.kit.settings import get_settings
 
@@ -17,7 +18,7 @@ def run_lm_eval_import(ctx: JobContext) -> dict[str, Any]:
                       ctx.payload.get("metric"), ctx.payload.get("filter"))
     ctx.progress(0.5)
     with ctx.session_factory() as session:
-        result = store_logs(session, ctx.payload["model"], logs,
+        result = store_logs(begin_write(session), ctx.payload["model"], logs,
                             allow_foreign_items=bool(ctx.payload.get("allow_foreign_items")))
         session.commit()
     return result
@@ -30,6 +31,7 @@ def run_harness_import(ctx: JobContext) -> dict[str, Any]:
     parsed = harness.parse(ctx.payload["harness"], ctx.inputs(), options, get_settings().max_decompressed_bytes)
     ctx.progress(0.5)
     with ctx.session_factory() as session:
-        result = harness.store(session, parsed, allow_foreign_items=bool(options.get("allow_foreign_items")))
+        result = harness.store(begin_write(session), parsed,
+                               allow_foreign_items=bool(options.get("allow_foreign_items")))
         session.commit()
     return result
