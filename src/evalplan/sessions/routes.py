@@ -24,7 +24,7 @@ from evalplan.sessions.schemas import (
     SessionOut,
     TrajectoryPoint,
 )
-from evalplan.sessions.validation import ObservationIn, SessionRequest
+from evalplan.sessions.validation import ObservationIn
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -33,15 +33,14 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 def create_session(body: SessionCreate, session: DbSession, response: Response) -> SessionOut:
     """Start a session: the response's `next_items` are the items to run first. With `targets` (two or
     more models) instead of `target`, a multi-target session: `next` gives the (target, item) pairs."""
-    fields = body.model_dump()
-    visibility = fields.pop("visibility")
-    row = session_service.create_session(session, SessionRequest(**fields))
+    visibility = body.visibility
+    row = session_service.create_session(session, body)
     row.visibility = visibility
     record(session, "create", "session", row.id, benchmark_id=row.benchmark_id, target=row.target,
            visibility=visibility)
     session.commit()
     response.headers["Location"] = f"/v1/sessions/{row.id}"
-    if fields.get("method") in ALIASES:  # a former name (docs/SEQUENTIAL.md): answered with the public name
+    if body.method in ALIASES:  # a former name (docs/SEQUENTIAL.md): answered with the public name
         response.headers["Deprecation"] = "true"
         response.headers["Link"] = '</docs/SEQUENTIAL.md>; rel="deprecation"'
     return SessionOut.model_validate(views.session_view(session, row))

@@ -48,11 +48,11 @@ from evalplan.db.models import Benchmark, EvalSession, SessionObservation, Team
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 from evalplan.sessions import cache
 from evalplan.sessions.priors import PriorEntry, load_prior, obtain_prior, persist_derived
+from evalplan.sessions.schemas import SessionCreate
 from evalplan.sessions.state import LEVEL_METHODS, apply_state, drawn_probability, feed, new_estimator, replay
 from evalplan.sessions.validation import (
     MAX_OBSERVATIONS_PER_REQUEST,
     ObservationIn,
-    SessionRequest,
     check_sizes,
     check_stop_fits,
     config_dict,
@@ -66,8 +66,9 @@ from evalplan.sessions.validation import (
 )
 
 
-def create_session(session: Session, request: SessionRequest) -> EvalSession:
-    """Validate, obtain the prior, build the estimator and store the session (the caller commits)."""
+def create_session(session: Session, request: SessionCreate) -> EvalSession:
+    """Validate the request body (the route's ``SessionCreate``), obtain the prior, build the estimator
+    and store the session (the caller commits)."""
     benchmark = get_benchmark(session, request.benchmark)
     metric = benchmark.default_metric
     matrix = load_matrix(session, benchmark, metric)

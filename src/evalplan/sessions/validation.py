@@ -20,6 +20,7 @@ from evalplan.db.models import Benchmark, EvalSession, Item, Model, SessionObser
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 from evalplan.models.service import check_reference_form
 from evalplan.sessions.priors import PriorEntry
+from evalplan.sessions.schemas import SessionCreate
 
 MULTI_METHODS = ("bayesame", "bayesame_rs")
 CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
@@ -31,30 +32,7 @@ MAX_LATENT = 16
 MAX_PREVIOUS = 16
 
 
-@dataclass
-class SessionRequest:
-    benchmark: str
-    target: str | None = None
-    targets: list[str] | None = None
-    n_latent: int | None = None
-    reference_models: list[str] | str | None = None
-    method: str | None = None  # None: DEFAULT_METHOD (single target), bayesame (multi-target)
-    epsilon1: float | None = None
-    epsilon2: float | None = None
-    window: int | None = None
-    refit_every: int | None = None
-    max_items: int | dict[str, Any] | None = None
-    batch_size: int | None = None
-    hyperparameters: dict[str, float] | None = None
-    seed: int | None = None
-    stop: dict[str, Any] | None = None
-    level: float | None = None
-    previous: list[str] | None = None
-    interval_kind: str | None = None
-    method_params: dict[str, Any] | None = None
-
-
-def resolved_method(request: SessionRequest) -> str:
+def resolved_method(request: SessionCreate) -> str:
     """The method a session runs: the given one, else the recommended ``DEFAULT_METHOD``; a
     multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
     if request.method is not None:
@@ -71,21 +49,23 @@ def _field_of(message: str) -> str:
     return next((f for f in sorted(CONFIG_FIELDS, key=len, reverse=True) if f in message), "config")
 
 
-def config_of(request: SessionRequest, n_items: int) -> Any:
-    """The checked ``SessionConfig``: ``max_items`` resolved against the benchmark's ``n_items``,
-    ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a rule is given."""
-    request.method = resolved_method(request)
-    if request.method in ALIASES:  # a former name: answered with the public name and its parameters
-        name, params = ALIASES[request.method]
-        if request.method_params is not None:
-            raise InvalidInput(f"method {request.method!r} is a former name of {name} with fixed parameters; give "
+def config_of(request: SessionCreate, n_items: int) -> Any:
+    """The checked core ``SessionConfig`` of the request body: ``max_items`` resolved against the
+    benchmark's ``n_items``, ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a
+    rule is given, a former method name replaced by its public name and parameters."""
+    method = resolved_method(request)
+    body = request.model_dump(include=set(CONFIG_FIELDS))
+    given = {name: body[name] for name in CONFIG_FIELDS if body.get(name) is not None}
+    if method in ALIASES:  # a former name: answered with the public name and its parameters
+        name, params = ALIASES[method]
+        if "method_params" in given:
+            raise InvalidInput(f"method {method!r} is a former name of {name} with fixed parameters; give "
                                f"method {name!r} with method_params instead",
-                               [{"field": "method_params", "detail": f"not allowed with method {request.method!r}"}])
-        request.method, request.method_params = name, dict(params)
-    if request.method not in METHODS:
-        raise InvalidInput(f"unknown method {request.method!r}; valid methods: {', '.join(METHODS)}",
+                               [{"field": "method_params", "detail": f"not allowed with method {method!r}"}])
+        method, given["method_params"] = name, dict(params)
+    if method not in METHODS:
+        raise InvalidInput(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}",
                            [{"field": "method", "detail": f"must be one of {', '.join(METHODS)}"}])
-    given = {name: getattr(request, name) for name in CONFIG_FIELDS if getattr(request, name) is not None}
     try:
         if "stop" in given:
             clash = [f for f in PAPER_RULE_FIELDS if f in given]
@@ -103,7 +83,7 @@ def config_of(request: SessionRequest, n_items: int) -> Any:
             given["max_items"] = resolve_max_items(requested, n_items)
             if isinstance(requested, dict):
                 given["max_items_fraction"] = float(requested["fraction"])
-        config = SessionConfig(method=request.method, **given)
+        config = SessionConfig(method=method, **given)
         config.validate()
     except (ValueError, TypeError) as exc:
         message = str(exc)
@@ -148,7 +128,7 @@ def resolve_target(session: Session, target: str, field: str = "target") -> str:
     return known or target  # an id of a known model stands for its name; any other string is a new model
 
 
-def resolve_targets(session: Session, request: SessionRequest) -> tuple[str | None, list[str] | None]:
+def resolve_targets(session: Session, request: SessionCreate) -> tuple[str | None, list[str] | None]:
     """(target, None) for a single-target request, (None, [names]) for a multi-target one."""
     if request.targets is None:
         if request.target is None:
@@ -268,7 +248,7 @@ def resolve_references(session: Session, refs: list[str] | str | None, targets: 
     return rows
 
 
-def n_latent_of(request: SessionRequest, config: Any) -> int:
+def n_latent_of(request: SessionCreate, config: Any) -> int:
     if config.method not in MULTI_METHODS:
         raise InvalidInput(f"multi-target sessions support the methods {', '.join(MULTI_METHODS)}; "
                            f"got {config.method!r}",
