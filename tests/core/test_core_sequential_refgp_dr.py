@@ -1,6 +1,7 @@
-"""``refgp_dr``: uniform random items, ``refgp_ivr``'s model as working model, the difference estimator with
-leave-one-out residuals. The LOO formula against brute-force refits, the estimator's algebra, exhaustion, and
-coverage on synthetic replays where the target sits above every reference (deterministic seeds: cannot flake)."""
+"""``refgp_dr`` (``RefGPEstimator(variance="design_loo", selection="random")``): uniform random items,
+``refgp_ivr``'s model as working model, the difference estimator with leave-one-out residuals. The LOO formula
+against brute-force refits, the estimator's algebra, exhaustion, and coverage on synthetic replays where the target
+sits above every reference (deterministic seeds: cannot flake)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from test_core_sequential_refgp_v2 import population
 
 from evalplan.core.sequential import BucketPrior, SessionConfig, make_estimator
 from evalplan.core.sequential.estimator import rs_mean_s2
-from evalplan.core.sequential.refgp_dr import PSEUDO_COUNT, RefGPDREstimator
+from evalplan.core.sequential.refgp import PSEUDO_COUNT, RefGPEstimator
 
 
-def session(prior: BucketPrior, target: np.ndarray, n: int, **config: object) -> RefGPDREstimator:
+def session(prior: BucketPrior, target: np.ndarray, n: int, **config: object) -> RefGPEstimator:
     est = make_estimator(prior, SessionConfig(method="refgp_dr", epsilon2=0.0, **config))  # type: ignore[arg-type]
-    assert isinstance(est, RefGPDREstimator)
+    assert isinstance(est, RefGPEstimator) and est.method == "refgp_dr"
     while est.n_observed < n and not est.stopped:
         for i in est.propose():
             est.observe(i, target[i])

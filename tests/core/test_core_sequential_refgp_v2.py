@@ -1,5 +1,6 @@
-"""``refgp_v2`` (the default session method): the n-space GP with the logit-shift mean, the MAP of the
-shift, an extrapolation case and coverage on a synthetic replay (deterministic seeds: cannot flake)."""
+"""``refgp_v2`` (``RefGPEstimator(mean="logit_shift", directions=64)``): the n-space GP with the logit-shift
+mean, the MAP of the shift, an extrapolation case and coverage on a synthetic replay (deterministic seeds: cannot
+flake)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
 from evalplan.core.sequential import BucketPrior, SessionConfig, make_estimator
-from evalplan.core.sequential.refgp_v2 import DELTA_SD, RefGPV2Estimator
+from evalplan.core.sequential.refgp import RefGPEstimator
+from evalplan.core.sequential.refgp_means import DELTA_SD
 
 
 def population(n_models: int, n_items: int, seed: int, kind: str = "binary",
@@ -32,9 +34,11 @@ def population(n_models: int, n_items: int, seed: int, kind: str = "binary",
     return np.clip(P + 0.1 * rng.normal(size=P.shape), 0, 1), theta
 
 
-def session(prior: BucketPrior, target: np.ndarray, n: int, **config: object) -> RefGPV2Estimator:
+def session(prior: BucketPrior, target: np.ndarray, n: int, **config: object) -> RefGPEstimator:
     est = make_estimator(prior, SessionConfig(method="refgp_v2", epsilon2=0.0, **config))  # type: ignore[arg-type]
-    assert isinstance(est, RefGPV2Estimator)
+    assert isinstance(est, RefGPEstimator) and est.method == "refgp_v2"
+    assert est.params == {"mean": "logit_shift", "variance": "model", "selection": "ivr", "directions": 64,
+                          "rho_factor": 1.0, "rho_sd": 1.0, "max_fit_buckets": 384}
     while est.n_observed < n and not est.stopped:
         for i in est.propose():
             est.observe(i, target[i])

@@ -1,7 +1,10 @@
-"""``refgp_v3``: the shifted and unshifted prior means averaged by their prequential evidence, and the variance
-calibrated by replaying held-out references (evalplan.core.sequential.calibration). Deterministic seeds."""
+"""``refgp_v3`` (``RefGPEstimator(mean="evidence_mix", variance="calibrated", directions=64)``): the shifted and
+unshifted prior means averaged by their prequential evidence, and the variance calibrated by replaying held-out
+references (evalplan.core.sequential.calibration). Deterministic seeds."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import pytest
@@ -17,8 +20,14 @@ from evalplan.core.sequential.calibration import (
     inflation_curve,
     standardized_errors,
 )
-from evalplan.core.sequential.refgp_v3 import RefGPV3Estimator, RefGPV3Model
+from evalplan.core.sequential.config import REFGP_VARIANTS
+from evalplan.core.sequential.refgp import RefGPEstimator
 from tests.core.test_core_sequential_refgp_v2 import population
+
+# refgp_v3's model without the calibration (what the calibration replays, and active_design's working model)
+V3_MODEL = partial(RefGPEstimator, **{**REFGP_VARIANTS["refgp_v3"], "variance": "model"})
+V3_MODEL_PARAMS = {"mean": "evidence_mix", "variance": "model", "selection": "ivr", "directions": 64,
+                   "rho_factor": 1.0, "rho_sd": 1.0, "max_fit_buckets": 384}
 
 
 def drive(est: object, target: np.ndarray, n: int) -> None:
@@ -35,7 +44,7 @@ def test_the_two_means_and_their_prequential_average(kind: str) -> None:
     ratio of the one-step-ahead predictions (recomputed here by replaying the same session)."""
     Y, _ = population(16, 50, seed=4, kind=kind)
     prior = BucketPrior.from_reference_scores(Y[1:])
-    est = RefGPV3Model(prior, SessionConfig(method="refgp_v3", epsilon2=0.0))
+    est = V3_MODEL(prior, SessionConfig(method="refgp_v3", epsilon2=0.0))
     drive(est, Y[0], 14)
     assert est.n_refits >= 2
     phi = est.features.phi[prior.bucket_of_item]
@@ -61,7 +70,7 @@ def test_the_two_means_and_their_prequential_average(kind: str) -> None:
     assert est.variance == pytest.approx(cov_U.sum() / 50 ** 2 + w * (1 - w) * (means[0] - means[1]) ** 2,
                                          rel=1e-7)
     # the weight: replay the session item by item, scoring each model's prediction before the item
-    again = RefGPV3Model(prior, SessionConfig(method="refgp_v3", epsilon2=0.0))
+    again = V3_MODEL(prior, SessionConfig(method="refgp_v3", epsilon2=0.0))
     score = np.zeros(2)
     for i in C:
         b = prior.bucket_of_item[i]
@@ -98,9 +107,10 @@ def test_v3_is_the_model_with_its_variance_scaled_and_the_same_items() -> None:
     prior = BucketPrior.from_reference_scores(Y[1:])
     cfg = SessionConfig(method="refgp_v3", epsilon2=0.0)
     v3 = make_estimator(prior, cfg)
-    assert isinstance(v3, RefGPV3Estimator)
-    model = RefGPV3Model(prior, cfg)
-    curve = calibration(prior, RefGPV3Model, "refgp_v3")
+    assert isinstance(v3, RefGPEstimator) and v3.method == "refgp_v3" and v3.params["variance"] == "calibrated"
+    model = V3_MODEL(prior, cfg)
+    assert model.params == V3_MODEL_PARAMS and model.variance_inflation == 1.0
+    curve = calibration(prior, V3_MODEL, "refgp_v3")
     assert curve is v3._curve and curve.shape[0] >= 1 and np.all(curve >= 1.0)
     assert any(k.startswith("calibration:refgp_v3") for k in prior._derived_cache)  # type: ignore[attr-defined]
     for _ in range(40):
@@ -118,11 +128,11 @@ def test_v3_is_the_model_with_its_variance_scaled_and_the_same_items() -> None:
 def test_calibration_replays_held_out_references_with_their_true_errors() -> None:
     Y, _ = population(24, 80, seed=9)
     prior = BucketPrior.from_reference_scores(Y)
-    Z = standardized_errors(prior, RefGPV3Model, "refgp_v3", n_pseudo=4, n_steps=30)
+    Z = standardized_errors(prior, V3_MODEL, "refgp_v3", n_pseudo=4, n_steps=30)
     assert Z.shape == (4, 30) and np.isfinite(Z[:, :29]).all()
     h = held_out(Y.mean(axis=1), 4, seed=0)
     keep = np.setdiff1d(np.arange(24), h)
-    est = RefGPV3Model(BucketPrior.from_reference_scores(Y[keep]), SessionConfig(method="refgp_v3",
+    est = V3_MODEL(BucketPrior.from_reference_scores(Y[keep]), SessionConfig(method="refgp_v3",
                        stop={"half_width": 0.0, "level": 0.95, "min_items": 1}))
     drive(est, Y[h[0]], 10)
     assert Z[0, 9] == pytest.approx((est.estimate - Y[h[0]].mean()) / np.sqrt(est.variance))
@@ -157,7 +167,8 @@ def test_refgp_cal_is_refgp_ivr_with_the_calibrated_variance() -> None:
     prior = BucketPrior.from_reference_scores(Y[1:])
     cal = make_estimator(prior, SessionConfig(method="refgp_cal", epsilon2=0.0))
     ivr = make_estimator(prior, SessionConfig(method="refgp_ivr", epsilon2=0.0))
-    assert cal._curve is calibration(prior, type(ivr), "refgp_cal")
+    assert cal.method == "refgp_cal" and ivr.method == "refgp_ivr"
+    assert cal._curve is calibration(prior, RefGPEstimator, "refgp_cal")
     for _ in range(30):
         items = cal.propose()
         assert items == ivr.propose()

@@ -95,6 +95,13 @@ def test_former_names_answer_with_refgp_and_its_parameters(client: TestClient) -
     assert new.json()["next_items"] == old["next_items"] and new.json()["estimate"] == old["estimate"]
     r = client.post("/v1/sessions", json={**base, "method": "refgp", "method_params": {"mean": "nonsense"}})
     assert r.status_code == 422 and "method_params" in r.text
+    # the parameters combine beyond the presets (one class), except a design-based variance without random items
+    mixed = {"mean": "logit_shift", "variance": "model", "selection": "random", "directions": 8}
+    r = client.post("/v1/sessions", json={**base, "method": "refgp", "method_params": mixed})
+    assert r.status_code == 201, r.text
+    assert r.json()["method"] == "refgp" and r.json()["config"]["method_params"] == mixed
+    r = client.post("/v1/sessions", json={**base, "method": "refgp", "method_params": {"variance": "design_loo"}})
+    assert r.status_code == 422 and "method_params" in r.text
     r = client.post("/v1/sessions", json={**base, "method": "refgp_v2", "method_params": {"mean": "reference"}})
     assert r.status_code == 422 and "method_params" in r.text
     r = client.post("/v1/sessions", json={**base, "method_params": {"uniform_share": 0.5}})

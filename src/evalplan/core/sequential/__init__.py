@@ -1,6 +1,7 @@
 """Sequential evaluation: the default ``active_design`` (entry point ``active_design.run_active_design``), the
-reference-score GPs (``refgp_v3``, ``refgp_ivr``, ``refgp_v2``, ...), BayesAME (papers/004),
-the peers' baselines."""
+reference-score GP family (``refgp``: one class, ``refgp.RefGPEstimator``, whose mean, variance, selection and
+directions are parameters; its presets keep the former names ``refgp_v3``, ``refgp_ivr``, ``refgp_v2``, ...),
+BayesAME (papers/004), the peers' baselines."""
 
 from .config import METHODS, SessionConfig
 from .estimator import Z975, SequentialEstimator

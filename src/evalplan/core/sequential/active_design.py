@@ -4,8 +4,9 @@ sequence (docs/SEQUENTIAL.md, "active_design").
 
 The design (active statistical inference, Zrnic & Candes 2024; FAQ, Wu, Nair & Candes 2026):
 
-* Before each draw the working model (``refgp_ivr``'s reference-score GP, fitted on what was observed
-  before the draw only) predicts every unobserved item, ``mu_j``, and its residual spread ``sigma_j``
+* Before each draw the working model (the reference-score GP, :class:`~.refgp.RefGPEstimator` with
+  ``refgp_v3``'s parameters and the model's own variance by default, or ``refgp_ivr``'s; fitted on what was
+  observed before the draw only) predicts every unobserved item, ``mu_j``, and its residual spread ``sigma_j``
   (binary scores: ``sqrt(mu (1 - mu) + d_j)``, ``d_j`` the model's own uncertainty; bounded scores: the
   GP's predictive sd capped by the bound ``(mu - lo)(hi - mu)``). The next item is drawn from the
   unobserved set ``R`` with probability ``q_j = (1 - gamma) sigma_j / sum_R sigma + gamma / |R|``: a share
@@ -44,10 +45,9 @@ from typing import Any
 import numpy as np
 
 from .base import ItemEstimator, one_blas_thread, z_of
-from .config import SessionConfig
+from .config import REFGP_VARIANTS, SessionConfig
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
-from .refgp_v3 import RefGPV3Model
 from .stopping import StopRule
 
 UNIFORM_SHARE = 0.25  # gamma: the uniform floor of the draw probabilities
@@ -56,7 +56,7 @@ GRID = 2000  # candidate means of the confidence sequence over the score range
 TRUNCATION = 0.5  # bets at most this fraction of the way to ruin (WSR's hedged-capital default)
 BINARY_CLIP = 0.02  # predicted probabilities are kept in [c, 1 - c] for the spread
 INTERVAL_KINDS = ("anytime", "fixed_n")
-WORKING_MODELS = ("refgp_ivr", "refgp_v3")
+WORKING_MODELS = ("refgp_ivr", "refgp_v3")  # refgp presets, run with variance="model" (the design needs no other)
 WORKING_MODEL = "refgp_v3"  # its shifted / unshifted means by evidence: the better predictions (bench)
 SHARES = (0.25, 0.5, 1.0)  # the uniform shares the adaptive rule chooses among
 MIN_ADAPT = 10  # draws before the adaptive rule may move the share
@@ -199,8 +199,8 @@ class ActiveDesignEstimator(ItemEstimator):
             raise ValueError(f"working_model: must be one of {WORKING_MODELS}, got {working_model!r}")
         self.working_model = working_model
         self.adaptive_share = bool(adaptive_share)
-        self.model = RefGPEstimator(prior, inner) if working_model == "refgp_ivr" else RefGPV3Model(
-            prior, dataclasses.replace(inner, method="refgp_v3"))
+        self.model = RefGPEstimator(prior, dataclasses.replace(inner, method=working_model),
+                                    **{**REFGP_VARIANTS[working_model], "variance": "model"})
         self._adapt: list[tuple[float, float, float, float]] = []  # per term: e^2, q, active share a, 1/|R|
         self.level = float(config.level)
         self.cs = (DesignCS(self.level, self.lo, self.hi, equal_weights=equal_weights) if self.bounded
@@ -255,10 +255,7 @@ class ActiveDesignEstimator(ItemEstimator):
     def _predictions(self) -> tuple[np.ndarray, np.ndarray]:
         """Per bucket: the model's prediction (in the score range) and predicted residual spread."""
         m = self.model
-        mu = m._off + m._phi @ m._m
-        if isinstance(m, RefGPV3Model) and m._m_alt.size:
-            w = m.weight_shifted
-            mu = w * mu + (1.0 - w) * (m._phi @ m._m_alt)
+        mu = m.predicted_means()
         d = np.maximum(m._d, 0.0)
         if self.bounded:
             mu = np.clip(mu, self.lo, self.hi)

@@ -1,5 +1,6 @@
 """Variance calibration of a sequential estimator from its own reference set (docs/SEQUENTIAL.md,
-"refgp_v3").
+"Variance calibrated on the references"; ``RefGPEstimator(variance="calibrated")``, the presets ``refgp_v3``
+and ``refgp_cal``).
 
 A model-based posterior variance of the benchmark mean is only as honest as the model: with learned
 hyperparameters and an item selection that seeks the uncertain items, it is often far too small
@@ -21,8 +22,8 @@ themselves, before any target score is seen:
 
 The selection of these estimators does not depend on the variance's scale, so the calibrated session
 proposes exactly the items the uncalibrated one would: only the reported variance is ``c(n)^2``
-times the model's. The curve is computed once per (prior, settings, process) and cached with the
-prior (``base.derived``): its cost is one prior build over ``M - H`` references and ``H`` replays of
+times the model's. The curve is computed once per (prior, parameter set, settings, process) and cached
+with the prior (``base.derived``): its cost is one prior build over ``M - H`` references and ``H`` replays of
 ``n_steps`` items (about ``H`` sessions' worth of work), paid by the first session of a reference set.
 """
 
@@ -110,9 +111,11 @@ def inflation_curve(Z: np.ndarray, level: float = 0.95, window: float = WINDOW) 
 
 
 def calibration(prior: BucketPrior, make: Factory, method: str, *, level: float = 0.95,
-                n_pseudo: int = N_PSEUDO, n_steps: int = N_STEPS, seed: int = 0) -> np.ndarray:
-    """The cached ``c(n)`` curve of ``method`` on ``prior`` (computed on first use)."""
-    key = f"calibration:{method}:{level}:{n_pseudo}:{n_steps}:{seed}"
+                n_pseudo: int = N_PSEUDO, n_steps: int = N_STEPS, seed: int = 0, tag: str | None = None) -> np.ndarray:
+    """The cached ``c(n)`` curve of the estimators ``make`` builds on ``prior`` (computed on first use; the
+    replays' config has ``method``). The cache key is ``calibration:{tag}:{level}:{n_pseudo}:{n_steps}:{seed}``,
+    ``tag`` (default: ``method``) naming the uncalibrated estimator: one curve per parameter set."""
+    key = f"calibration:{tag or method}:{level}:{n_pseudo}:{n_steps}:{seed}"
     cached = derived(prior, key)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
@@ -126,27 +129,3 @@ def factor_at(curve: np.ndarray, n: int) -> float:
         return 1.0
     return float(curve[min(n, curve.size) - 1])
 
-
-class Calibrated:
-    """Mixin over a session estimator class: its variance times ``c(n)^2``, the curve measured on the
-    prior with ``calibration_model`` (the uncalibrated class) and cached per prior. Put it first in the
-    bases: ``class X(Calibrated, Model)`` with ``calibration_model = Model``."""
-
-    calibration_model: Factory
-    method: str
-    n_observed: int
-    variance: float
-
-    def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
-        self._curve = calibration(prior, self.calibration_model, self.method, seed=0)
-        super().__init__(prior, config)  # type: ignore[call-arg]
-
-    @property
-    def variance_inflation(self) -> float:
-        """``c(n)`` now (not in ``hyperparameters``: it moves with every observation, they at refits)."""
-        return factor_at(self._curve, self.n_observed)
-
-    def _set_estimate(self) -> None:
-        super()._set_estimate()  # type: ignore[misc]
-        c = factor_at(getattr(self, "_curve", np.ones(1)), self.n_observed)
-        self.variance *= c * c

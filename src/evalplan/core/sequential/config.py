@@ -13,7 +13,8 @@ METHODS = ("active_design", "random", "refgp", "refgp_v3", "refgp_cal", "refgp_v
            "bayesame_rs", "rs_mean", "proeval_bq", "fluid_irt")
 # the public names (docs/SEQUENTIAL.md); the others are the refgp family's former names, kept as aliases
 PUBLIC_METHODS = ("active_design", "bayesame", "bayesame_rs", "rs_mean", "random", "proeval_bq", "fluid_irt", "refgp")
-# the reference-score GP family: one name, its variants are parameters (mean, variance, selection, directions)
+# the reference-score GP family: one name and one class (refgp.RefGPEstimator); its parameters (mean, variance,
+# selection, directions) combine freely, except that a design-based variance needs random items. The presets:
 REFGP_VARIANTS: dict[str, dict[str, Any]] = {
     "refgp_ivr": {"mean": "reference", "variance": "model", "selection": "ivr", "directions": 16},
     "refgp_v2": {"mean": "logit_shift", "variance": "model", "selection": "ivr", "directions": 64},
@@ -22,23 +23,47 @@ REFGP_VARIANTS: dict[str, dict[str, Any]] = {
     "refgp_dr": {"mean": "reference", "variance": "design_loo", "selection": "random", "directions": 16},
 }
 REFGP_DEFAULT = "refgp_v3"
+REFGP_CHOICES: dict[str, tuple[str, ...]] = {
+    "mean": ("reference", "logit_shift", "evidence_mix"),
+    "variance": ("model", "calibrated", "design_loo"),
+    "selection": ("ivr", "random"),
+}
+REFGP_DIRECTIONS = (1, 128)  # the allowed range of ``directions`` (reference directions kept as features)
 ACTIVE_DESIGN_PARAMS = {"uniform_share": float, "extrapolation_share": float, "working_model": str, "point": str,
                         "adaptive_share": bool}
 
 
-def refgp_variant(params: dict[str, Any] | None) -> str:
-    """The refgp family member whose parameters are ``params`` (missing keys: the default's); ValueError naming
-    ``method_params`` otherwise."""
-    full = {**REFGP_VARIANTS[REFGP_DEFAULT], **(params or {})}
+def refgp_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    """The full, checked parameter set ``{mean, variance, selection, directions}`` of a refgp session:
+    ``params`` over the default's (``REFGP_DEFAULT``); ValueError naming ``method_params.<key>`` otherwise."""
+    given = dict(params or {})
+    keys = sorted(REFGP_VARIANTS[REFGP_DEFAULT])
+    unknown = [k for k in given if k not in keys]
+    if unknown:
+        raise ValueError(f"method_params.{unknown[0]}: unknown key for refgp (allowed: {', '.join(keys)})")
+    full = {**REFGP_VARIANTS[REFGP_DEFAULT], **given}
+    for key, allowed in REFGP_CHOICES.items():
+        if not isinstance(full[key], str) or full[key] not in allowed:
+            raise ValueError(f"method_params.{key}: must be one of {', '.join(allowed)}, got {full[key]!r}")
+    lo, hi = REFGP_DIRECTIONS
+    if not _is_int(full["directions"]) or not lo <= full["directions"] <= hi:
+        raise ValueError(f"method_params.directions: must be an integer in [{lo}, {hi}], got {full['directions']!r}")
+    if full["variance"] == "design_loo" and full["selection"] != "random":
+        raise ValueError("method_params.variance: design_loo (the difference estimator's design-based variance) "
+                         f"needs selection random, got selection {full['selection']!r}")
+    return full
+
+
+def refgp_variant(params: dict[str, Any] | None) -> str | None:
+    """The preset (former method name) whose parameters are ``params`` (missing keys: the default's), or None
+    for another combination; ValueError naming ``method_params`` for an invalid set (:func:`refgp_params`)."""
+    full = refgp_params(params)
     for name, variant in REFGP_VARIANTS.items():
         if variant == full:
             return name
-    keys = sorted(REFGP_VARIANTS[REFGP_DEFAULT])
-    unknown = [k for k in full if k not in keys]
-    if unknown:
-        raise ValueError(f"method_params.{unknown[0]}: unknown key for refgp (allowed: {', '.join(keys)})")
-    raise ValueError(f"method_params: no refgp variant has {full}; built: "
-                     + "; ".join(str(v) for v in REFGP_VARIANTS.values()))
+    return None
+
+
 BAYESAME_METHODS = ("bayesame", "bayesame_rs", "rs_mean")  # the methods that take hyperparameters
 DESIGN_METHODS = ("active_design",)  # the methods with a design-based interval (interval_kind)
 INTERVAL_KINDS = ("anytime", "fixed_n")
@@ -99,7 +124,7 @@ class SessionConfig:
             if not isinstance(mp, dict):
                 raise ValueError("method_params: must be an object")
             if self.method == "refgp":
-                refgp_variant(mp)
+                refgp_params(mp)
             elif self.method == "active_design":
                 for k, v in mp.items():
                     kind = ACTIVE_DESIGN_PARAMS.get(k)
