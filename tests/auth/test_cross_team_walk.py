@@ -78,7 +78,7 @@ def alpha_resources(teams: Teams) -> dict[str, str]:
     return {"benchmark": bench, "model": model, "coreset_id": coreset, "session_id": s.json()["id"], "job_id": job,
             "plan_id": plan, "selection_id": sel.json()["id"], "team": "alpha", "token_id": teams.a_token["id"], "fmt": "svg",
             "model_name": models[0], "benchmark_name": "alpha-bench", "benchmark_pair": f"{bench},{bench2}",
-            "session_pair": f"{s.json()['id']},{s2.json()['id']}"}
+            "session_pair": f"{s.json()['id']},{s2.json()['id']}", "item_id": items[0]}
 
 
 def bodies(r: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -87,6 +87,35 @@ def lighteval_details(out_dir: Path, *, splits: dict[str, int], task: str = "loc
     return details, results, expected
 
 
+def lighteval_generative_details(out_dir: Path, *, n: int, task: str = "localgen|0",
+                                 model: str = "org/dummy-gen") -> tuple[Path, dict[str, str], dict[str, float]]:
+    """Like :func:`lighteval_details` for a generative task: lighteval's ``EvaluationTracker`` writes the
+    ``ModelResponse.text`` of each doc and lighteval's ``exact_match`` (``em``) scores it; the answer is right
+    unless ``i % 3 == 0``. Returns (details, ``split/id`` -> the answer text, ``split/id`` -> em) for split
+    ``test``."""
+    from lighteval.logging.evaluation_tracker import EvaluationTracker
+    from lighteval.metrics.metrics import Metrics
+    from lighteval.models.dummy.dummy_model import DummyModelConfig
+    from lighteval.models.model_output import ModelResponse
+    from lighteval.tasks.requests import Doc
+
+    tracker = EvaluationTracker(output_dir=str(out_dir), save_details=True)
+    tracker.general_config_logger.log_model_info(DummyModelConfig(model_name=model, seed=1))
+    metric = Metrics.exact_match.value
+    answers: dict[str, str] = {}
+    expected: dict[str, float] = {}
+    for i in range(n):
+        doc = Doc(task_name=task, query=f"what is 2+{i}?", choices=[str(2 + i)], gold_index=0, id=str(i))
+        answer = str(2 + i) if i % 3 else f"I think it is {3 + i}"
+        response = ModelResponse(text=[answer], input=doc.query)
+        values = metric.compute_sample(doc=doc, model_response=response)
+        tracker.details_logger.log(task, doc, response, values)
+        answers[f"test/{i}"] = answer
+        expected[f"test/{i}"] = float(values["em"])
+    tracker.save()
+    return next(out_dir.glob("details/**/details_*.parquet")), answers, expected
+
+
 LM_EVAL_TASK = "evalplan_arith"
 
 
@@ -105,4 +134,19 @@ def lm_eval_task_dir(folder: Path, n: int = 48) -> Path:
         "test_split: test\noutput_type: multiple_choice\ndoc_to_text: \"{{question}}\"\n"
         "doc_to_choice: \"{{choices}}\"\ndoc_to_target: label\n"
         "metric_list:\n  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n")
+    return folder
+
+
+LM_EVAL_GEN_TASK = "evalplan_gen"
+
+
+def lm_eval_generation_task_dir(folder: Path, n: int = 12) -> Path:
+    """``evalplan_arith`` (multiple choice) and ``evalplan_gen`` (``generate_until`` on the same docs, scored by
+    ``exact_match``) as local lm-eval tasks in ``folder`` for ``include_path``."""
+    lm_eval_task_dir(folder, n)
+    (folder / f"{LM_EVAL_GEN_TASK}.yaml").write_text(
+        f"task: {LM_EVAL_GEN_TASK}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'arith.jsonl'}\n"
+        "test_split: test\noutput_type: generate_until\ndoc_to_text: \"{{question}}\"\n"
+        "doc_to_target: \"{{choices[label]}}\"\ngeneration_kwargs:\n  until: [\"\\n\"]\n"
+        "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n")
     return folder

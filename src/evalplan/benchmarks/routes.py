@@ -10,8 +10,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from evalplan.auth.deps import DbSession
+from evalplan.auth.naming import normalize_ref
 from evalplan.auth.teams import team_name, team_names
 from evalplan.benchmarks import items as item_service
+from evalplan.benchmarks import responses as response_service
 from evalplan.benchmarks import scores as score_service
 from evalplan.benchmarks import service as benchmark_service
 from evalplan.benchmarks import stats as stats_service
@@ -22,6 +24,8 @@ from evalplan.benchmarks.schemas import (
     ItemList,
     ItemOut,
     ItemUploadResult,
+    ResponseList,
+    ResponseOut,
     ScoreCell,
     ScoreList,
     ScoreStats,
@@ -30,6 +34,7 @@ from evalplan.benchmarks.schemas import (
 from evalplan.kit.deps import JobQueue, Pagination
 from evalplan.kit.errors import UnsupportedMediaType
 from evalplan.kit.schemas import JobAccepted, VisibilityPatch
+from evalplan.models.service import get_model
 
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
 
@@ -86,8 +91,8 @@ def patch_benchmark(benchmark: str, body: VisibilityPatch, session: DbSession) -
 
 @router.delete("/{benchmark}", status_code=204, response_class=Response)
 def delete_benchmark(benchmark: str, session: DbSession) -> Response:
-    """Delete the benchmark with its items, scores, hidden states, sessions and the team's unpublished
-    coresets on it, all or nothing. 409 while a published coreset, or another team's coreset or
+    """Delete the benchmark with its items, scores, model responses, hidden states, sessions and the team's
+    unpublished coresets on it, all or nothing. 409 while a published coreset, or another team's coreset or
     session, is built on it. Audited."""
     bench = benchmark_service.get_benchmark(session, benchmark, for_update=True)
     benchmark_service.delete_benchmark(session, bench)
@@ -127,6 +132,23 @@ def list_items(benchmark: str, session: DbSession, page: Pagination) -> ItemList
                        content_hash=i.content_hash) for i in result.items],
         next_cursor=result.next_cursor,
     )
+
+
+@router.get("/{benchmark}/items/{item_id:path}/responses", response_model=ResponseList)
+def list_item_responses(benchmark: str, item_id: str, session: DbSession, page: Pagination,
+                        model: Annotated[str | None, Query(description="Only this model's response (name or id).")]
+                        = None) -> ResponseList:
+    """What each model answered on the item, as the harness imports (lm-eval, inspect, HELM, lighteval) logged
+    it: one entry per model the caller may read, ordered by model id, paginated. 404 for an unknown item or
+    model. An item id holding `/` (lighteval's `<split>/<id>`) may be sent as is or as `%2F`."""
+    bench = benchmark_service.get_benchmark(session, benchmark)
+    item_id = normalize_ref(item_id)  # an encoded '/' stays %2F in the path (evalplan.kit.middleware)
+    model_id = get_model(session, model).id if model is not None else None
+    result = response_service.list_item_responses(session, bench, item_id, model_id=model_id, limit=page.limit,
+                                                  cursor=page.cursor)
+    return ResponseList(benchmark=bench.name, item=item_id,
+                        items=[ResponseOut(**response_service.response_dict(r)) for r in result.items],
+                        next_cursor=result.next_cursor)
 
 
 @router.post("/{benchmark}/scores", response_model=ScoreUploadResult,

@@ -60,6 +60,28 @@ class ItemList(BaseModel):
     next_cursor: str | None
 
 
+class ResponseOut(BaseModel):
+    """What one model answered on the item, as its harness import logged it (docs/INTEROP.md "Model responses")."""
+
+    model: str
+    model_id: str
+    response: str = Field(description="The model's output (at most 20,000 characters; see `truncated`).")
+    truncated: bool = Field(description="True when the logged response was longer and `response` holds its start.")
+    n_chars: int = Field(description="The length of the logged response, in characters.")
+    source: str = Field(description="The import it came from: lm_eval, inspect_ai, helm or lighteval.")
+    extra: dict[str, Any] | None = Field(description="What else the log says about it: e.g. the filtered answer, "
+                                                     "the scorer's answer and explanation, log-likelihoods.")
+    created_at: UtcDatetime
+    updated_at: UtcDatetime = Field(description="When an import last wrote it (a re-import replaces it).")
+
+
+class ResponseList(BaseModel):
+    benchmark: str
+    item: str
+    items: list[ResponseOut]
+    next_cursor: str | None
+
+
 class ItemUploadResult(BaseModel):
     created: int
     updated: int

@@ -18,7 +18,7 @@ from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
 from evalplan.core.score_scale import ScoreScale
 from evalplan.db.ids import looks_like_id
-from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, ScoreRow
+from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, ModelResponse, ScoreRow
 from evalplan.kit.errors import Conflict, InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
@@ -204,8 +204,8 @@ def delete_benchmark(session: Session, benchmark: Benchmark) -> None:
     """Delete a benchmark with everything that hangs on it, all or nothing (audited).
 
     409 while a published coreset (of any team) is built on it, or another team's coreset or session
-    is; the caller's own unpublished coresets on it go with it. Items, score rows, hidden states, priors,
-    trained models and sessions go by cascade (score rows also explicitly)."""
+    is; the caller's own unpublished coresets on it go with it. Items, score rows, model responses, hidden states,
+    priors, trained models and sessions go by cascade (score rows and responses also explicitly)."""
     require_own(session, benchmark, f"benchmark {benchmark.name!r}")
     published = published_dependents(session, benchmark_id=benchmark.id)
     if published:
@@ -222,6 +222,7 @@ def delete_benchmark(session: Session, benchmark: Benchmark) -> None:
         session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset.id))
         session.delete(coreset)
     session.execute(delete(ScoreRow).where(ScoreRow.benchmark_id == benchmark.id))
+    session.execute(delete(ModelResponse).where(ModelResponse.benchmark_id == benchmark.id))
     record(session, "delete", "benchmark", benchmark.id, name=benchmark.name, coresets=[c.id for c in own])
     session.delete(benchmark)
     session.flush()

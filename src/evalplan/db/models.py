@@ -204,6 +204,34 @@ class Score:
 Base.registry.map_imperatively(Score, scores_view)
 
 
+class ModelResponse(Base):
+    """What a model answered on an item, as a harness import (lm-eval, inspect, HELM, lighteval) logged it.
+
+    One row per (item, model): a re-import of the model's log replaces it. ``response`` is the text (at most
+    ``evalplan.integrations.harness_records.MAX_RESPONSE_CHARS`` characters; ``truncated`` and ``n_chars``, the
+    full length, say when it was cut; docs/DECISIONS.md "Model responses"), ``extra`` what else the log
+    said about it (the filtered answer, the scorer's answer and explanation, log-likelihoods; small JSON),
+    ``source`` the harness. ``benchmark_id`` is the item's benchmark (listing a model's responses on a
+    benchmark). A child row like scores: no team; it goes with its item, model or benchmark (cascade).
+    """
+
+    __tablename__ = "model_responses"
+    __table_args__ = (Index("ix_model_responses_model", "model_id"),
+                      Index("ix_model_responses_benchmark_model", "benchmark_id", "model_id"))
+
+    item_pk: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                         ForeignKey("items.pk", ondelete="CASCADE"), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    benchmark_id: Mapped[str] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False)
+    response: Mapped[str] = mapped_column(Text, nullable=False)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False, nullable=False)
+    n_chars: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(String(40), nullable=False)
+    extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+
+
 class BenchmarkModel(Base):
     """A model that has scores on a benchmark, with its row position in the wide matrix
     (first-upload order, so a download reproduces the uploaded row order)."""

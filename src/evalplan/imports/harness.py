@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from evalplan.auth.names import check_new_names
 from evalplan.auth.scoping import owned_by_caller
 from evalplan.benchmarks.items import ItemRecord, ensure_items, upsert_items
+from evalplan.benchmarks.responses import replace_responses
 from evalplan.benchmarks.score_matrix import write_scores
 from evalplan.benchmarks.scores import check_metric
 from evalplan.benchmarks.service import create_benchmark, scale_of
@@ -125,8 +126,9 @@ def _benchmark_for(session: Session, parsed: ParsedImport) -> tuple[Benchmark, b
 
 
 def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool = False) -> dict[str, Any]:
-    """Create the benchmark, items and models as needed and upsert the scores, in the caller's transaction
-    (``evalplan.imports.common``: another task's items are refused unless ``allow_foreign_items``)."""
+    """Create the benchmark, items and models as needed and upsert the scores and the models' responses, in the
+    caller's transaction (``evalplan.imports.common``: another task's items are refused unless
+    ``allow_foreign_items``)."""
     benchmark, created = _benchmark_for(session, parsed)
     check_related_items(session, benchmark, parsed.item_ids(), created=created,
                         allow_foreign_items=allow_foreign_items)
@@ -155,6 +157,8 @@ def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool =
     n_scores = write_scores(session, benchmark, [model_ids[m] for m in models], [pk_of[i] for i in item_ids],
                             values, parsed.metric)
     replaced = n_scores - (cells_of(session, benchmark, list(model_ids.values()), parsed.metric) - before)
+    n_responses = sum(replace_responses(session, benchmark, model_ids[m], pk_of, list(parsed.scores[m]),
+                                        parsed.responses.get(m, {}), parsed.harness) for m in models)
     benchmark.data_version = (benchmark.data_version or 0) + 1
     session.flush()
     return {
@@ -163,7 +167,7 @@ def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool =
         "model": models[0] if len(models) == 1 else None, "models": models, "metric": parsed.metric,
         "items_created": counts["created"], "items_updated": counts["updated"], "scores_replaced": replaced,
         "default_metric": benchmark.default_metric,
-        "mean_score": float(np.nanmean(values)), "averaged_over": parsed.repeats,
+        "mean_score": float(np.nanmean(values)), "averaged_over": parsed.repeats, "n_responses": n_responses,
         "skipped": [asdict(s) for s in parsed.skipped], "notes": parsed.notes + ([metric_note] if metric_note else []),
     }
 

@@ -21,6 +21,7 @@ class ImportedTask(BaseModel):
     scores_replaced: int = Field(description="Cells that held a score of this model and metric already (overwritten).")
     default_metric: str = Field(description="The benchmark's default metric (what GET .../scores reads).")
     mean_score: float | None
+    n_responses: int = Field(0, description="Model responses stored (GET /v1/benchmarks/{b}/items/{item}/responses).")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -29,6 +30,7 @@ class ImportSummary(BaseModel):
     model_id: str
     benchmarks: list[ImportedTask]
     n_scores: int
+    n_responses: int = Field(0, description="Model responses stored (all tasks).")
     items_created: int = Field(description="Items this import added (all tasks).")
     scores_replaced: int = Field(description="Cells that held a score already and were overwritten (all tasks).")
 
@@ -63,5 +65,7 @@ class HarnessImportSummary(BaseModel):
                                             "benchmark without scores takes the imported metric.")
     mean_score: float | None
     averaged_over: int = Field(description="Most values averaged into one score (epochs, trials); 1 = none.")
+    n_responses: int = Field(0, description="Model responses stored, one per (item, model) the log has one for "
+                                            "(GET /v1/benchmarks/{b}/items/{item}/responses).")
     skipped: list[SkippedRecords]
     notes: list[str]

@@ -9,6 +9,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.items import ItemRecord, ensure_items, upsert_items
+from evalplan.benchmarks.responses import replace_responses
 from evalplan.benchmarks.score_matrix import write_scores
 from evalplan.benchmarks.scores import check_metric
 from evalplan.benchmarks.service import get_or_create_benchmark, scale_of
@@ -57,7 +58,7 @@ def _benchmark_for(session: Session, log: LmEvalTaskLog) -> tuple[Benchmark, boo
 
 def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
                progress: Callable[[float], None] | None = None, *, allow_foreign_items: bool = False) -> dict[str, Any]:
-    """Create benchmarks/items as needed and upsert the model's scores, in the caller's transaction
+    """Create benchmarks/items as needed and upsert the model's scores and responses, in the caller's transaction
     (``evalplan.imports.common``: another task's items are refused unless ``allow_foreign_items``)."""
     model_id = ensure_models(session, [model_name])[model_name]
     summaries = []
@@ -83,6 +84,9 @@ def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
         n_scores = write_scores(session, benchmark, [model_id], [pk_of[str(item.doc_id)] for item in log.items],
                                 values, log.metric)
         replaced = n_scores - (cells_of(session, benchmark, [model_id], log.metric) - before)
+        n_responses = replace_responses(session, benchmark, model_id, pk_of, [str(item.doc_id) for item in log.items],
+                                        {str(item.doc_id): item.response for item in log.items if item.response},
+                                        "lm_eval")
         benchmark.data_version = (benchmark.data_version or 0) + 1
         session.flush()
         summaries.append({
@@ -90,13 +94,14 @@ def store_logs(session: Session, model_name: str, logs: list[LmEvalTaskLog],
             "metric": log.metric, "filter": log.filter, "n_items": len(log.items),
             "items_created": counts["created"], "items_updated": counts["updated"], "n_scores": n_scores,
             "scores_replaced": replaced, "default_metric": benchmark.default_metric,
-            "mean_score": float(values.mean()) if values.size else None,
+            "mean_score": float(values.mean()) if values.size else None, "n_responses": n_responses,
             "notes": [metric_note] if metric_note else [],
         })
         if progress is not None:
             progress(0.5 + 0.5 * n / len(logs))
     return {"model": model_name, "model_id": model_id, "benchmarks": summaries,
             "n_scores": sum(s["n_scores"] for s in summaries),
+            "n_responses": sum(s["n_responses"] for s in summaries),
             "items_created": sum(s["items_created"] for s in summaries),
             "scores_replaced": sum(s["scores_replaced"] for s in summaries)}
 

@@ -6,7 +6,8 @@ split?, sub_split?, perturbation?}, count, sum, mean, ...}]}``; ``scenario_state
 {adapter_spec {model, ...}, request_states: [RequestState {instance {id, input {text}, references [{output
 {text}, tags}], split, perturbation?}, train_trial_index, ...}]}``. Plain JSON: no HELM package is needed.
 ``instance_id`` -> item id; the score is the stat's ``mean``; train trials average; perturbed instances
-are skipped unless asked for (then ``<instance_id>@<perturbation name>``).
+are skipped unless asked for (then ``<instance_id>@<perturbation name>``). The model's response is the
+``RequestState``'s ``result.completions[0].text`` (:func:`helm_response`; only with ``scenario_state.json``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalplan.integrations.harness_records import ParsedImport, ParsedItem, SkipLog, mean
+from evalplan.integrations.harness_records import (
+    MAX_EXTRA_STRING,
+    ParsedImport,
+    ParsedItem,
+    ParsedResponse,
+    SkipLog,
+    mean,
+    response_of,
+)
 from evalplan.kit.errors import InvalidInput
 
 HARNESS = "helm"
@@ -60,6 +69,45 @@ def _stat_name(stat: Any) -> tuple[str, str | None] | None:
     if isinstance(name, dict) and isinstance(name.get("name"), str):
         return name["name"], _suffix(name.get("perturbation"))
     return None
+
+
+def _completion(request: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    result = request.get("result")
+    if not isinstance(result, dict):
+        return None
+    completions = result.get("completions")
+    if not isinstance(completions, list) or not completions or not isinstance(completions[0], dict):
+        return None
+    text = completions[0].get("text")
+    return (text, result) if isinstance(text, str) else None
+
+
+def helm_response(requests: list[dict[str, Any]]) -> ParsedResponse | None:
+    """The response of one instance from its ``RequestState``s: the first completion's text of the first train
+    trial, with ``extra`` = ``mapped_output`` (a multiple-choice letter mapped through ``output_mapping`` to
+    its reference), ``n_completions``, and the other trials' ``{train_trial_index, text}``. None without a
+    completion, and for the ``multiple_choice_separate_*`` adapters (one request per reference, each scoring
+    that reference: no answer of the model's own)."""
+    if any(r.get("reference_index") is not None for r in requests):
+        return None
+    ordered = sorted(requests, key=lambda r: int(r.get("train_trial_index") or 0))
+    found = _completion(ordered[0])
+    if found is None:
+        return None
+    text, result = found
+    mapping = ordered[0].get("output_mapping")
+    mapped = mapping.get(text.strip()) if isinstance(mapping, dict) else None
+    completions = result.get("completions") or []
+    others = []
+    for r in ordered[1:]:
+        other = _completion(r)
+        if other is not None:
+            others.append({"train_trial_index": int(r.get("train_trial_index") or 0),
+                           "text": other[0][:MAX_EXTRA_STRING]})
+    return response_of(text, {"mapped_output": mapped if isinstance(mapped, str) else None,
+                              "n_completions": len(completions) if len(completions) > 1 else None,
+                              "train_trial_index": int(ordered[0].get("train_trial_index") or 0) if others else None,
+                              "trials": others})
 
 
 def parse_helm(files: list[tuple[str, bytes]], *, model: str | None = None, benchmark: str | None = None,
@@ -124,14 +172,17 @@ def parse_helm(files: list[tuple[str, bytes]], *, model: str | None = None, benc
         values.setdefault(item, []).append(float(value))
         trials.setdefault(item, set()).add(int(row.get("train_trial_index") or 0))
     items: dict[str, ParsedItem] = {}
+    requests_of: dict[str, list[dict[str, Any]]] = {}
     for request in (state or {}).get("request_states") or [] if isinstance(state, dict) else []:
-        instance = request.get("instance") or {}
-        if not isinstance(instance.get("id"), str):
+        instance = (request.get("instance") or {}) if isinstance(request, dict) else {}
+        if not isinstance(instance, dict) or not isinstance(instance.get("id"), str):
             continue
         item = instance["id"]
         pert = _suffix(instance.get("perturbation"))
         if pert is not None:
             item = f"{item}@{pert}"
+        if item in values:
+            requests_of.setdefault(item, []).append(request)
         if item in values and item not in items:
             refs = instance.get("references") or []
             correct = [r.get("output", {}).get("text", "") for r in refs if "correct" in (r.get("tags") or [])]
@@ -143,5 +194,6 @@ def parse_helm(files: list[tuple[str, bytes]], *, model: str | None = None, benc
     if repeats > 1:
         notes.append(f"several train trials per instance: each score is the mean of up to {repeats} trials")
     scores = {model: {i: mean(v) for i, v in values.items()}}
+    responses = {item: r for item, reqs in requests_of.items() if (r := helm_response(reqs)) is not None}
     return ParsedImport(HARNESS, benchmark, chosen, scores if values else {}, items, skips.entries(), notes, repeats,
-                        list(values))
+                        list(values), responses={model: responses} if responses else {})

@@ -2,7 +2,8 @@
 
 The logs are read with inspect_ai's own reader (``inspect_ai.log.read_eval_log``): ``.eval`` members may be
 compressed in ways the standard library cannot read. Sample ``id`` -> item id; score = inspect's
-``value_to_float()`` of the chosen scorer's value; several epochs of a sample average.
+``value_to_float()`` of the chosen scorer's value; several epochs of a sample average. The model's response
+is the sample's ``output.completion`` of its first epoch (:func:`sample_response`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,16 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from evalplan.integrations.harness_records import ParsedImport, ParsedItem, SkipLog, mean, text_of
+from evalplan.integrations.harness_records import (
+    MAX_EXTRA_STRING,
+    ParsedImport,
+    ParsedItem,
+    ParsedResponse,
+    SkipLog,
+    mean,
+    response_of,
+    text_of,
+)
 from evalplan.kit.errors import InvalidInput, NotInstalled
 
 HARNESS = "inspect_ai"
@@ -62,6 +72,26 @@ def _default_scorer(log: Any) -> str | None:
     return None
 
 
+def sample_response(sample: Any, score: Any, others: list[tuple[int, Any, Any]]) -> ParsedResponse | None:
+    """The response of one sample: its ``output.completion`` (the first epoch's, when there are several), with
+    ``extra`` = the scorer's ``value``, ``answer`` and ``explanation``, the ``stop_reason``, the ``epoch``, and
+    the other epochs' ``{epoch, completion, value}``. None when the sample has no output."""
+    output = getattr(sample, "output", None)
+    if output is None:
+        return None
+    completion = str(output.completion or "")
+    explanation = getattr(score, "explanation", None)
+    return response_of(completion, {
+        "value": text_of(getattr(score, "value", None)),
+        "answer": getattr(score, "answer", None),
+        "explanation": explanation if explanation != completion else None,
+        "stop_reason": getattr(output, "stop_reason", None),
+        "epoch": sample.epoch if others else None,
+        "epochs": [{"epoch": e, "completion": str(getattr(o, "completion", "") or "")[:MAX_EXTRA_STRING],
+                    "value": text_of(getattr(v, "value", None))} for e, o, v in others],
+    })
+
+
 def parse_inspect_logs(files: list[tuple[str, bytes]], *, model: str | None = None, benchmark: str | None = None,
                        scorer: str | None = None) -> ParsedImport:
     """All logs into one import (one benchmark); nothing is returned unless every log parses."""
@@ -82,6 +112,7 @@ def parse_inspect_logs(files: list[tuple[str, bytes]], *, model: str | None = No
     items: dict[str, ParsedItem] = {}
     order: list[str] = []
     owner: dict[tuple[str, str], str] = {}
+    outputs: dict[str, dict[str, list[tuple[int, Any, Any]]]] = {}  # model -> item -> (epoch, sample, score)
     chosen: str | None = scorer
     for name, log in logs:
         log_scorer = scorer or _default_scorer(log)
@@ -119,6 +150,7 @@ def parse_inspect_logs(files: list[tuple[str, bytes]], *, model: str | None = No
                 raise InvalidInput(f"model {model_name!r} has sample {item!r} in two logs",
                                    [{"file": name, "sample": item, "detail": f"also in {owner[key]}"}])
             per_model.setdefault(item, []).append(float(to_float(score.value)))
+            outputs.setdefault(model_name, {}).setdefault(item, []).append((int(sample.epoch or 1), sample, score))
             if item not in items:
                 order.append(item)
                 fields = {"choices": list(sample.choices)} if sample.choices else None
@@ -132,4 +164,13 @@ def parse_inspect_logs(files: list[tuple[str, bytes]], *, model: str | None = No
     if repeats > 1:
         notes.append(f"several epochs per sample: each score is the mean of up to {repeats} epochs")
     assert chosen is not None
-    return ParsedImport(HARNESS, bench_name, chosen, scores, items, skips.entries(), notes, repeats, order)
+    responses: dict[str, dict[str, ParsedResponse]] = {}
+    for m, by_item in outputs.items():
+        for item, runs in by_item.items():
+            runs.sort(key=lambda run: run[0])
+            (_, first, first_score), rest = runs[0], runs[1:]
+            response = sample_response(first, first_score, [(e, smp.output, sc) for e, smp, sc in rest])
+            if response is not None:
+                responses.setdefault(m, {})[item] = response
+    return ParsedImport(HARNESS, bench_name, chosen, scores, items, skips.entries(), notes, repeats, order,
+                        responses=responses)

@@ -6,7 +6,8 @@ and ``metric`` (``{metric name: value}``). ``Doc.id`` is the row index *within i
 ``doc.id = str(ix)`` per split), so ids repeat when a task evaluates several splits, and the file does not
 record the split. The item id is therefore ``<split>/<doc.id>``: the split is the ``split`` field, or
 read from the run's ``results_<date>.json`` (``config_tasks[task].evaluation_splits``; with several
-splits, a new split starts where ``doc.id`` restarts, the order lighteval writes them in).
+splits, a new split starts where ``doc.id`` restarts, the order lighteval writes them in). The model's
+response comes from ``model_response`` (:func:`lighteval_response`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import json
 import re
 from typing import Any
 
-from evalplan.integrations.harness_records import ParsedImport, ParsedItem, SkipLog, text_of
+from evalplan.integrations.harness_records import (
+    ParsedImport,
+    ParsedItem,
+    ParsedResponse,
+    SkipLog,
+    response_of,
+    text_of,
+)
 from evalplan.kit.errors import InvalidInput, NotInstalled
 
 HARNESS = "lighteval"
@@ -39,8 +47,33 @@ def _rows(name: str, content: bytes) -> list[dict[str, Any]]:
     if missing:
         raise InvalidInput(f"{name!r} is not a lighteval details file: no {sorted(missing)} column",
                            [{"file": name, "detail": f"columns are {table.column_names}"}])
-    rows: list[dict[str, Any]] = table.select(["doc", "metric"]).to_pylist()
+    columns = ["doc", "metric"] + (["model_response"] if "model_response" in table.column_names else [])
+    rows: list[dict[str, Any]] = table.select(columns).to_pylist()
     return rows
+
+
+def lighteval_response(doc: dict[str, Any], response: Any) -> ParsedResponse | None:
+    """The response of one sample from its ``ModelResponse``: the first generated ``text`` (``extra``: the
+    ``text_post_processed`` answer when it differs, the ``reasoning``, ``n_samples``), or for a
+    log-likelihood task (no text; one ``logprobs`` entry per choice) the choice with the highest
+    log-probability (``extra``: ``choice``, ``logprobs``). None otherwise (no ``model_response`` column)."""
+    if not isinstance(response, dict):
+        return None
+    texts = [t for t in response.get("text") or [] if isinstance(t, str)]
+    if texts:
+        post = [t for t in response.get("text_post_processed") or [] if isinstance(t, str)]
+        reasonings = [r for r in response.get("reasonings") or [] if isinstance(r, str)]
+        return response_of(texts[0], {"post_processed": post[0] if post and post[0] != texts[0] else None,
+                                      "reasoning": reasonings[0] if reasonings else None,
+                                      "n_samples": len(texts) if len(texts) > 1 else None})
+    choices = doc.get("choices") or []
+    logprobs = response.get("logprobs") or []
+    if (choices and len(logprobs) == len(choices)
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and v == v for v in logprobs)):
+        best = max(range(len(logprobs)), key=lambda i: logprobs[i])
+        return response_of(str(choices[best]), {"kind": "loglikelihood", "choice": best,
+                                                "logprobs": [float(v) for v in logprobs]})
+    return None
 
 
 def _splits_of(results: dict[str, Any] | None, task: str) -> list[str] | None:
@@ -92,6 +125,7 @@ def parse_lighteval_details(files: list[tuple[str, bytes]], *, model: str | None
     skips = SkipLog()
     scores: dict[str, float] = {}
     items: dict[str, ParsedItem] = {}
+    responses: dict[str, ParsedResponse] = {}
     order: list[str] = []
     split_index, last_id = 0, None
     for n, row in enumerate(rows):
@@ -122,6 +156,9 @@ def parse_lighteval_details(files: list[tuple[str, bytes]], *, model: str | None
         target = "\n".join(str(choices[g]) for g in golds if isinstance(g, int) and 0 <= g < len(choices))
         fields = {"choices": list(choices), "gold_index": gold} if choices else None
         items[item] = ParsedItem(text_of(doc.get("query")), target or None, fields)
+        response = lighteval_response(doc, row.get("model_response"))
+        if response is not None:
+            responses[item] = response
     notes = [f"item ids are <split>/<doc.id> with splits {splits[:split_index + 1]}"]
     return ParsedImport(HARNESS, benchmark or task, chosen, {model: scores} if scores else {}, items,
-                        skips.entries(), notes, 1, order)
+                        skips.entries(), notes, 1, order, responses={model: responses} if responses else {})

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalplan.integrations.harness_records import ParsedResponse, response_of
 from evalplan.kit import input_guard
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 
@@ -52,13 +53,15 @@ def task_from_filename(filename: str) -> str:
 
 @dataclass
 class LmEvalItem:
-    """One document of a task: its prompt, target, dataset row and score."""
+    """One document of a task: its prompt, target, dataset row, score and the model's response
+    (:func:`response_from_record`; None when the line has none)."""
 
     doc_id: int
     prompt: str
     target: str
     fields: dict[str, Any]
     score: float
+    response: ParsedResponse | None = None
 
 
 @dataclass
@@ -102,6 +105,76 @@ def _prompt_from_doc(doc: dict[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return compact_json(doc)
+
+
+def _requests(arguments: Any) -> list[list[Any]]:
+    """Each request's arguments as a list (``[context, continuation]``, ``[context, generation kwargs]`` or
+    ``[text]``), from the dict (``{"gen_args_0": {"arg_0": ..}}``) or list form."""
+    if isinstance(arguments, dict):
+        return [[req[k] for k in sorted(req, key=lambda k: int(k[4:]) if k[4:].isdigit() else 0)]
+                if isinstance(req, dict) else [req] for req in arguments.values()]
+    if isinstance(arguments, list):
+        return [list(req) if isinstance(req, list | tuple) else [req] for req in arguments]
+    return []
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _loglikelihood(resp: Any) -> float | None:
+    """A loglikelihood request's filtered response: ``[ll, is_greedy]`` (or ``ll``), possibly stringified."""
+    if isinstance(resp, list | tuple) and resp:
+        return _number(resp[0])
+    return _number(resp)
+
+
+def response_from_record(record: dict[str, Any], filter_name: str) -> ParsedResponse | None:
+    """What the model answered on this line, from ``resps`` / ``filtered_resps`` and ``arguments``.
+
+    * generation (``generate_until``: a request's second argument is its generation kwargs, or the
+      responses are text): the first raw generation, ``resps[0][0]``; ``extra.filtered`` is the filtered
+      answer (``filtered_resps[0]``) when it differs, ``extra.n_generations`` the number of samples;
+    * log-likelihood (``multiple_choice``, ``loglikelihood``: one ``[ll, is_greedy]`` per request): the
+      continuation with the highest log-likelihood (the choice ``acc`` scores), with ``extra.choice`` (its
+      index) and ``extra.loglikelihoods``;
+    * otherwise None: one ``loglikelihood`` request scores a given continuation (lambada), a
+      ``loglikelihood_rolling`` one is a perplexity: neither is an answer of the model's own.
+    """
+    resps, filtered = record.get("resps"), record.get("filtered_resps")
+    if not isinstance(filtered, list) or not filtered:
+        return None
+    requests = _requests(record.get("arguments"))
+    second = [req[1] if len(req) > 1 else None for req in requests]
+    generation = (any(isinstance(a, dict) for a in second) if requests
+                  else all(isinstance(f, str) and _number(f) is None for f in filtered))
+    if generation:
+        raw = resps[0] if isinstance(resps, list) and resps else None
+        samples = raw if isinstance(raw, list) else [raw] if raw is not None else []
+        first = samples[0] if samples and isinstance(samples[0], str) else None
+        answer = filtered[0] if isinstance(filtered[0], str) else compact_json(filtered[0])
+        if first is None:
+            return response_of(answer, {"filter": filter_name})
+        return response_of(first, {"filter": filter_name, "filtered": answer if answer != first else None,
+                                   "n_generations": len(samples) if len(samples) > 1 else None})
+    if len(requests) < 2 or len(requests) != len(filtered) or not all(isinstance(a, str) for a in second):
+        return None  # one scored continuation, a rolling log-likelihood, an unknown request type: no answer
+    lls = [_loglikelihood(f) for f in filtered]
+    if any(ll is None for ll in lls):
+        return None
+    values = [float(ll) for ll in lls if ll is not None]
+    best = max(range(len(values)), key=lambda i: values[i])
+    return response_of(str(second[best]), {"filter": filter_name, "kind": "loglikelihood", "choice": best,
+                                           "loglikelihoods": values})
 
 
 def _target_text(target: Any) -> str:
@@ -280,6 +353,7 @@ def parse_samples(
                 target=_target_text(record.get("target")),
                 fields=doc,
                 score=score,
+                response=response_from_record(record, line_filter),
             )
         )
 

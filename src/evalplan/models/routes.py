@@ -48,7 +48,7 @@ def read_model(model: str, session: DbSession) -> ModelOut:
 
 @router.delete("/{model:path}", status_code=204, response_class=Response)
 def delete_model(model: str, session: DbSession) -> Response:
-    """Delete the model with its scores and hidden states (its benchmarks get a new data_version).
+    """Delete the model with its scores, responses and hidden states (its benchmarks get a new data_version).
     409 while a published coreset uses it as a reference model. Audited."""
     model_service.delete_model(session, model_service.get_model(session, model, write=True))
     session.commit()

@@ -13,7 +13,7 @@ from evalplan.auth.dependents import published_dependents
 from evalplan.auth.names import check_new_names
 from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
-from evalplan.db.models import Benchmark, BenchmarkModel, Model, ScoreRow
+from evalplan.db.models import Benchmark, BenchmarkModel, Model, ModelResponse, ScoreRow
 from evalplan.kit.errors import Conflict, InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
@@ -94,8 +94,8 @@ def list_models(session: Session, *, limit: int, cursor: str | None, family: str
 
 
 def delete_model(session: Session, model: Model) -> None:
-    """Delete a model with its scores and hidden states (audited); the benchmarks it had scores on get a
-    new ``data_version``. 409 while a published coreset uses it as a reference."""
+    """Delete a model with its scores, responses and hidden states (audited); the benchmarks it had scores on
+    get a new ``data_version``. 409 while a published coreset uses it as a reference."""
     require_own(session, model, f"model {model.name!r}")
     published = published_dependents(session, model=model)
     if published:
@@ -104,6 +104,7 @@ def delete_model(session: Session, model: Model) -> None:
     benchmark_ids = list(session.scalars(select(BenchmarkModel.benchmark_id)
                                          .where(BenchmarkModel.model_id == model.id)))
     session.execute(delete(ScoreRow).where(ScoreRow.model_id == model.id))
+    session.execute(delete(ModelResponse).where(ModelResponse.model_id == model.id))
     for benchmark in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)).with_for_update()):
         benchmark.data_version = (benchmark.data_version or 0) + 1
     record(session, "delete", "model", model.id, name=model.name)

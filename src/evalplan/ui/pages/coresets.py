@@ -1,5 +1,6 @@
 """The coreset page: composition by benchmark and capability, the greedy gain curve, the reference
-models' held-out predicted vs true scores with intervals, the export buttons, provenance, items."""
+models' held-out predicted vs true scores with intervals, the export buttons, provenance, items with their
+text and, for a chosen model (``?model=``), its stored responses (every model's for a searched item)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from sqlalchemy.orm import Session
 from evalplan import __version__, charts
 from evalplan.auth.deps import DbSession
 from evalplan.benchmarks.items import item_samples
+from evalplan.benchmarks.responses import models_with_responses, responses_for
 from evalplan.coresets import export as coreset_export
 from evalplan.coresets import plots as coreset_plots
 from evalplan.coresets import service as coreset_service
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import EvalplanError
+from evalplan.models.service import get_model
 from evalplan.ui.routing import page_router
 from evalplan.ui.templating import render
 
@@ -83,10 +86,28 @@ def coreset_fragment(request: Request, coreset_id: str, session: DbSession) -> R
     return render(request, "_coreset_pending.html", **pending_context(session, coreset_id))
 
 
+def shown_responses(session: Session, ids: dict[str, str], shown: list[dict[str, Any]], model: str | None,
+                    item: str | None) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The stored responses of the shown items by (benchmark name, item id): the chosen ``model``'s, or, for a
+    searched ``item`` without a model, every readable model's."""
+    if model is None and item is None:
+        return {}
+    by_benchmark: dict[str, list[str]] = {}
+    for i in shown:
+        if i["benchmark"] in ids:
+            by_benchmark.setdefault(i["benchmark"], []).append(i["item"])
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for name, item_ids in by_benchmark.items():
+        rows = responses_for(session, ids[name], item_ids, models=[model] if model is not None else None)
+        found.update({(name, item_id): r for item_id, r in rows.items()})
+    return found
+
+
 @router.get("/ui/coresets/{coreset_id}")
 def coreset_page(request: Request, coreset_id: str, session: DbSession,
                  start: Annotated[int, Query(ge=0, description="First item shown (rank order)")] = 0,
-                 item: Annotated[str | None, Query(max_length=200, description="Show this item id only")] = None
+                 item: Annotated[str | None, Query(max_length=200, description="Show this item id only")] = None,
+                 model: Annotated[str | None, Query(max_length=300, description="Show this model's responses")] = None
                  ) -> Response:
     coreset = coreset_service.get_coreset(session, coreset_id)
     view = coreset_service.coreset_view(session, coreset)
@@ -97,9 +118,16 @@ def coreset_page(request: Request, coreset_id: str, session: DbSession,
                                .where(Benchmark.id.in_(coreset.benchmark_ids or []))).all())
     texts = item_samples(session, [(ids[i["benchmark"]], i["item"]) for i in shown if i["benchmark"] in ids])
     samples = {(name, item_id): text for (bid, item_id), text in texts.items() for name, b in ids.items() if b == bid}
+    response_models = models_with_responses(session, list(ids.values()))
+    model = (model or "").strip() or None
+    if model is not None:  # a name (the picker's value) or an id; 404 page for a model the caller cannot read
+        model = next((name for mid, name in response_models if model in (mid, name)), None) or \
+            get_model(session, model).name
     stem = f"{coreset.name or coreset.id}" + (f"-v{coreset.version}" if coreset.name else "")
     return render(request, "coreset.html", c=view, coreset=coreset, job=pending_context(session, coreset_id)["job"],
                   provenance=provenance(view), exports=EXPORTS, export_problems=export_problems(session, coreset),
                   stem=stem,
                   page_items=shown, start=start, per_page=ITEMS_PER_PAGE, item=item, samples=samples,
+                  model=model, response_models=response_models,
+                  responses=shown_responses(session, ids, shown, model, item),
                   **charts_of(session, coreset, items))

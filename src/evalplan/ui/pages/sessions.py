@@ -1,5 +1,6 @@
 """The session page: the trajectory chart (estimate and band vs n, stop threshold, true score when
-known), status and stop reason, the observed items; it refreshes itself while the session is active."""
+known), status and stop reason, the observed items with their text and the target's stored response; it
+refreshes itself while the session is active."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from evalplan import charts
 from evalplan.auth.deps import DbSession
 from evalplan.benchmarks.items import item_samples
+from evalplan.benchmarks.responses import responses_for
 from evalplan.sessions import plots as session_plots
 from evalplan.sessions import views as session_views
 from evalplan.sessions.service import get_eval_session
@@ -34,10 +36,13 @@ def live_context(session: Session, session_id: str, cursor: str | None, item: st
     else:
         observations = session_views.list_observations(session, row, limit=OBSERVATIONS_PER_PAGE, cursor=cursor)
     samples = item_samples(session, [(row.benchmark_id, o["item"]) for o in observations.items])
+    stored = responses_for(session, row.benchmark_id, [o["item"] for o in observations.items],
+                           models=list(row.targets or [row.target or ""]))
     chart = session_plots.trajectory_chart(session, row)
     truth = session_views.true_scores(session, row)
     return {"s": view, "observations": observations, "cursor": cursor, "truth": truth, "item": item,
             "samples": {item_id: text for (_, item_id), text in samples.items()},
+            "responses": {(item_id, r["model"]): r for item_id, rows in stored.items() for r in rows},
             "threshold": session_views.stop_half_width(row), "level": session_plots.session_level(row),
             "chart_svg": charts.to_inline_svg(chart, label=f"Trajectory of session {row.id}", prefix="trajectory"),
             "refresh_ms": REFRESH_MS}
