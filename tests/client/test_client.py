@@ -103,3 +103,16 @@ def test_cli_session_commands(server: EvalplanClient) -> None:
     err = reader_gone.stderr.read().decode()
     assert reader_gone.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_item_responses_after_an_lm_eval_import(server: EvalplanClient) -> None:
+    example = ROOT / "examples" / "lm-eval" / "samples_arc_easy_2024-06-26T12-00-00.123456.jsonl"
+    server.import_lm_eval("org/arc-model", [example])
+    record = json.loads(example.read_text().splitlines()[0])
+    page = server.item_responses("arc_easy", str(record["doc_id"]))
+    (entry,) = page["items"]
+    assert entry["model"] == "org/arc-model" and entry["source"] == "lm_eval" and entry["response"]
+    assert server.item_responses("arc_easy", str(record["doc_id"]), model="org/arc-model")["items"] == [entry]
+    with pytest.raises(EvalplanError) as err:
+        server.item_responses("arc_easy", "no-such-item")
+    assert err.value.status == 404

@@ -32,6 +32,7 @@ SLOW_TESTS = {
     "tests/coresets/test_api_score_coresets.py::test_every_predictor_gives_a_sane_estimate": 6.4,
     "tests/ui/test_ui_docs.py::test_swagger_ui_renders_offline": 6.2,
     "tests/client/test_client.py::test_cli_session_commands": 6.1,
+    "tests/client/test_client.py::test_item_responses_after_an_lm_eval_import": 5.9,
     "tests/kit/test_concurrency.py::test_large_uploads_sharing_new_models_in_different_orders": 5.6,
     "tests/auth/test_team_deletion.py::test_delete_team_removes_everything_it_owns": 5.3,
     "tests/auth/test_cross_team_walk.py::test_every_route_hides_another_teams_private_resources": 5.1,

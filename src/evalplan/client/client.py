@@ -109,6 +109,10 @@ class EvalplanClient:
     def list_items(self, benchmark: str, **params: Any) -> Json:
         return self.request("GET", f"/v1/benchmarks/{_q(benchmark)}/items", params=params)
 
+    def item_responses(self, benchmark: str, item: str, **params: Any) -> Json:
+        """The models' stored responses on one item (``model``, ``limit``, ``cursor``); imports store them."""
+        return self.request("GET", f"/v1/benchmarks/{_q(benchmark)}/items/{_q(item)}/responses", params=params)
+
     def upload_scores(self, benchmark: str, scores: Sequence[Mapping[str, Any]] | str,
                       metric: str | None = None) -> Json:
         """``[{model, item, score}]`` as JSON, or a wide CSV string; returns ``{n_scores, n_models, n_items}``."""
