@@ -13,8 +13,8 @@ EXAMPLE = "examples/lm-eval/samples_arc_easy_2024-06-26T12-00-00.123456.jsonl"
 
 
 def test_every_file_the_readme_posts_is_in_the_checkout() -> None:
-    """``@examples/...`` arguments of its curl commands are shipped (``@../shared/data/...`` are the shared
-    data sets next to the checkout; the harness-import lines name the user's own logs)."""
+    """``@examples/...`` arguments of its curl commands are shipped, the harness imports' logs included
+    (``@../shared/data/...`` are the shared data sets next to the checkout)."""
     paths = re.findall(r"@(examples/[\w./-]+)", README)
     assert EXAMPLE in paths
     for path in paths:
