@@ -46,10 +46,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from evalplan.core.sequential.refgp_means import DELTA_SD, fit_delta, smoothed_logits
+
 MAX_STRATA = 10
 MIN_PER_STRATUM = 2
-SMOOTH = 0.5  # pseudo-count of the smoothed reference item mean (finite logits at 0 and 1)
-DELTA_SD = 3.0  # prior sd of the logit shift
 PSEUDO_OBSERVATIONS = 1.0  # weight of the bounded-variance floor in each stratum's residual variance
 
 __all__ = ["DesignCoreset", "DesignEstimate", "design_coreset", "design_estimate", "neyman_allocation"]
@@ -134,11 +134,10 @@ def neyman_allocation(sizes: np.ndarray, sds: np.ndarray, n: int, minimum: int =
 
 
 def _logits(Y: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The working model's logits: the references' item means, clipped into ``[lo, hi]`` (a declared range the
+    references may not fill), smoothed as the refgp family's logit-shift mean."""
     span = hi - lo if hi > lo else 1.0
-    M = Y.shape[0]
-    t = np.clip((Y.mean(axis=0) - lo) / span, 0.0, 1.0)
-    t = (M * t + SMOOTH) / (M + 2.0 * SMOOTH)
-    return np.asarray(np.log(t) - np.log1p(-t))
+    return smoothed_logits(np.clip(Y.mean(axis=0), lo, lo + span), Y.shape[0], lo, span)
 
 
 def design_coreset(Y: np.ndarray, n: int, seed: int = 0, score_range: tuple[float, float] | None = None,
@@ -167,22 +166,6 @@ def design_coreset(Y: np.ndarray, n: int, seed: int = 0, score_range: tuple[floa
     return DesignCoreset(items=items, item_strata=stratum_of, logits=_logits(Y, lo, hi), lo=float(lo), hi=float(hi))
 
 
-def _fit_delta(logits: np.ndarray, y01: np.ndarray, w: np.ndarray) -> float:
-    """argmax_delta sum_i w_i [y_i log p_i + (1 - y_i) log(1 - p_i)] - delta^2 / (2 DELTA_SD^2),
-    ``p_i = sigmoid(logits_i + delta)`` (Newton, concave)."""
-    d = 0.0
-    prec = 1.0 / DELTA_SD ** 2
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-(logits + d)))
-        g = float(w @ (y01 - p)) - prec * d
-        h = float(w @ (p * (1.0 - p))) + prec
-        step = max(-2.0, min(2.0, g / h))
-        d += step
-        if abs(step) < 1e-10:
-            break
-    return d
-
-
 def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95) -> DesignEstimate:
     """The difference estimate, its standard error and ``level`` interval of a target whose scores on
     ``design.items`` are ``y`` (module docstring)."""
@@ -196,14 +179,17 @@ def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95) -
     N = float(design.n_items)
     sizes = design.stratum_sizes.astype(np.float64)
     w = 1.0 / design.inclusion
-    delta = _fit_delta(design.logits[design.items], np.clip((y - lo) / span, 0.0, 1.0), w)
+    drawn_logits = design.logits[design.items]
+    y01 = np.clip((y - lo) / span, 0.0, 1.0)
+    # the design-weighted fractional-response MAP of the shift: refgp's fit with the weights as counts
+    delta = fit_delta(drawn_logits, w, w * y01, 0.0, DELTA_SD)
     mu_all = lo + span / (1.0 + np.exp(-(design.logits + delta)))
     mu = mu_all[design.items]
     resid = y - mu
     model_total = float(mu_all.sum())
     estimate = (model_total + float(w @ resid)) / N
     n = float(y.size)
-    smoothed = _fit_delta(design.logits[design.items], (n * np.clip((y - lo) / span, 0.0, 1.0) + 0.5) / (n + 1.0), w)
+    smoothed = fit_delta(drawn_logits, w, w * (n * y01 + 0.5) / (n + 1.0), 0.0, DELTA_SD)
     mu_floor = 1.0 / (1.0 + np.exp(-(design.logits + smoothed)))
     bound = span * span * mu_floor * (1.0 - mu_floor)  # the largest variance of a [lo, hi] score with that mean
     var_terms, dfs = [], []

@@ -31,11 +31,16 @@ def logit_means(prior: BucketPrior) -> tuple[np.ndarray, float, float]:
     V = prior.bucket_vectors
     lo, hi = float(V.min()), float(V.max())
     span = hi - lo if hi > lo else 1.0
-    M = V.shape[1]
-    t = (V.mean(axis=1) - lo) / span
-    t = (M * t + SMOOTH) / (M + 2.0 * SMOOTH)
     return store_derived(prior, "refgp_v2_logits",  # type: ignore[no-any-return]
-                         (np.log(t) - np.log1p(-t), lo, lo + span))
+                         (smoothed_logits(V.mean(axis=1), V.shape[1], lo, span), lo, lo + span))
+
+
+def smoothed_logits(means: np.ndarray, n_references: int, lo: float, span: float) -> np.ndarray:
+    """logit of the references' item means rescaled to [0, 1] by ``(lo, span)`` and smoothed with ``SMOOTH``
+    pseudo-counts of ``n_references`` (finite logits for items every reference solves or fails)."""
+    t = (np.asarray(means, dtype=np.float64) - lo) / span
+    t = (n_references * t + SMOOTH) / (n_references + 2.0 * SMOOTH)
+    return np.asarray(np.log(t) - np.log1p(-t))
 
 
 def fit_delta(logits: np.ndarray, cnt: np.ndarray, ysum01: np.ndarray, delta0: float = 0.0,
