@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from evalplan.db.models import Benchmark, Item, Model, ModelResponse, utcnow
@@ -22,6 +20,7 @@ from evalplan.integrations.harness_records import ParsedResponse
 from evalplan.kit.db import analyze_after_commit
 from evalplan.kit.errors import NotFound
 from evalplan.kit.pagination import Page, keyset_page
+from evalplan.kit.upsert import dialect_insert
 
 CHUNK = 500
 """Rows per statement (bound parameters stay under SQLite's limit)."""
@@ -51,7 +50,7 @@ def replace_responses(session: Session, benchmark: Benchmark, model_id: str, ite
     if not with_response:
         return 0
     table = ModelResponse.__table__
-    factory: Any = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    factory = dialect_insert(session)
     now = utcnow()
     for chunk in _chunks(with_response):
         rows = [{"item_pk": item_pks[i], "model_id": model_id, "benchmark_id": benchmark.id,

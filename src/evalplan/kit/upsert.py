@@ -18,6 +18,17 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 
+def dialect_insert(session: Session) -> Any:
+    """The ``insert`` construct of the session's database (PostgreSQL's or SQLite's), the one with
+    ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql_insert
+    if dialect == "sqlite":
+        return sqlite_insert
+    raise RuntimeError(f"unsupported database dialect {dialect!r}")  # pragma: no cover - only these two
+
+
 def _table(entity: Any) -> Table:
     return entity.__table__ if hasattr(entity, "__table__") else entity
 
@@ -35,13 +46,7 @@ def insert_ignoring_conflicts(session: Session, entity: Any, rows: list[dict[str
     if not rows:
         return set()
     table = _table(entity)
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        factory: Any = postgresql_insert
-    elif dialect == "sqlite":
-        factory = sqlite_insert
-    else:  # pragma: no cover - only PostgreSQL and SQLite are supported
-        raise RuntimeError(f"unsupported database dialect {dialect!r}")
+    factory = dialect_insert(session)
     (pk,) = table.primary_key.columns
     if "team_id" in table.columns:  # a team's table: rows join the caller's team
         if team_id is None and any("team_id" not in row for row in rows):
