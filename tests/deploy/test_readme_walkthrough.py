@@ -8,16 +8,15 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from support.helpers import ROOT, embedded_server
+from support.readme import DATA, code_blocks, documents, section
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = ROOT / "examples" / "walkthrough.sh"
-DATA = Path(os.environ.get("EVALPLAN_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
 def test_readme_shows_the_walkthrough_verbatim() -> None:
@@ -43,20 +42,9 @@ def test_walkthrough_runs_against_a_live_server(tmp_path: Path) -> None:
     assert lines[-1].endswith(("precision", "max_items", "exhausted")), lines[-1]
 
 
-def documents(out: str) -> list[dict[str, Any]]:
-    """The JSON documents curl printed one after another (an API answer ends without a newline)."""
-    decoder, found, at = json.JSONDecoder(), [], 0
-    while (at := len(out) - len(out[at:].lstrip())) < len(out):
-        value, at = decoder.raw_decode(out, at)
-        found.append(value)
-    return found
-
-
 def first_session_blocks() -> list[str]:
     """The bash blocks of the README's "A first session" section, verbatim."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## A first session\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.*?)```", section, re.S)
+    return [text for language, text in code_blocks(section("A first session")) if language == "bash"]
 
 
 def test_first_session_blocks_run_against_a_live_server(tmp_path: Path) -> None:
