@@ -1,6 +1,6 @@
 """Design-based coreset intervals vs the calibrated rule, on held-out models, top decile apart (issue 25 §3).
 
-``nice -n 10 python -m bench.coresets.design_interval_bench [--datasets a,b] [--seeds 3] [--budget 0.1]
+``nice -n 10 python -m bench.coresets.design_interval_bench [--datasets a,b] [--seeds 10] [--budget 0.1]
 [--level 0.9] --write docs/RESULTS.md`` runs every data set and writes the section (per data set pieces are
 kept in ``bench/results/design_interval/``; ``--render`` only reassembles them).
 
@@ -10,6 +10,9 @@ every other model held out), a coreset of ``budget`` x N items chosen on the ref
 * ``design`` (:mod:`evalplan.core.design_coreset`, ``params.interval: "design"``): items drawn stratified on the
   references' item means with recorded inclusion probabilities; each held-out model's estimate is the
   difference estimator on its scores at those items, the interval the design's (Student-t, Satterthwaite df);
+* ``mrmr X% + design`` (``params.design_share``): mRMR's selection of X% of the budget, chosen on the
+  references, is a take-all stratum (inclusion probability 1) and the rest of the budget is the design's
+  draw from the other items; the same estimator and interval;
 * ``mrmr+kernel_ridge`` and ``random+kernel_ridge`` with the service's default ``calibrated`` rule
   (:func:`evalplan.core.intervals.calibrated_half_width` on the references' cross-fitted and fixed-coreset
   errors, as ``bench.coresets.interval_calibration``); mRMR is left out on alpacaeval1 (one selection of its
@@ -35,6 +38,7 @@ from bench.coresets.interval_calibration import one_benchmark
 from evalplan.core.backtest import split_models
 from evalplan.core.design_coreset import design_coreset, design_estimate
 from evalplan.core.intervals import calibrated_half_width
+from evalplan.core.selection.score_based import SCORE_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "bench" / "results" / "design_interval"
@@ -42,7 +46,9 @@ START, END = "<!-- design-interval -->", "<!-- /design-interval -->"
 DATASETS = ("openllm_v2_musr", "openllm_v2_math_hard", "helm_lite_mmlu", "helm_lite_gsm", "helm_lite_math",
             "helm_lite_med_qa", "helm_lite_commonsense", "alpacaeval1")
 NO_MRMR = ("alpacaeval1",)
-RULES = ("design", "mrmr+kernel_ridge", "random+kernel_ridge")
+TAKE_ALL_SHARES = (0.5, 0.25)  # share of the budget that mRMR's selection takes whole in ``mrmr+design``
+RULES = ("design", *(f"mrmr {s:.0%} + design" for s in TAKE_ALL_SHARES), "mrmr+kernel_ridge",
+         "random+kernel_ridge")
 
 
 def score_range(Y: np.ndarray) -> tuple[float, float]:
@@ -63,6 +69,12 @@ def one_seed(Y: np.ndarray, seed: int, budget: float, level: float, no_mrmr: boo
     est = [design_estimate(design, y[design.items], level=level) for y in Yt]
     out["design"] = {"truth": truth.tolist(), "estimate": [e.estimate for e in est],
                      "lower": [e.lower for e in est], "upper": [e.upper for e in est]}
+    for share in () if no_mrmr else TAKE_ALL_SHARES:
+        fixed = SCORE_METHODS["mrmr"](k=int(round(share * k)), seed=seed).fit(Yr).ranking_
+        d = design_coreset(Yr, k, seed=seed, score_range=score_range(Y), take_all=fixed)
+        est = [design_estimate(d, y[d.items], level=level) for y in Yt]
+        out[f"mrmr {share:.0%} + design"] = {"truth": truth.tolist(), "estimate": [e.estimate for e in est],
+                                             "lower": [e.lower for e in est], "upper": [e.upper for e in est]}
     for method in ("mrmr", "random"):
         if method == "mrmr" and no_mrmr:
             continue
@@ -123,7 +135,7 @@ def render(level: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(DATASETS))
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=float, default=0.1)
     ap.add_argument("--level", type=float, default=0.9)
     ap.add_argument("--render", action="store_true", help="only assemble the stored pieces")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalplan.core.design_coreset import design_coreset, design_estimate, neyman_allocation
+from evalplan.core.design_coreset import DesignCoreset, design_coreset, design_estimate, neyman_allocation
 
 
 def population(n_models: int = 40, n_items: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -85,3 +85,31 @@ def test_bad_inputs_are_refused() -> None:
         design_estimate(d, np.zeros(9))
     with pytest.raises(ValueError, match="level"):
         design_estimate(d, np.zeros(10), level=1.0)
+
+
+def test_take_all_stratum_enters_exactly_and_the_rest_is_drawn() -> None:
+    """Items fixed beforehand (a method's selection) form a stratum with inclusion probability 1: in the
+    coreset, no variance of their own, and the draw keeps covering a target above every reference."""
+    Y, difficulty = population(seed=1)
+    fixed = [5, 17, 40, 41, 99, 250, 399]
+    d = design_coreset(Y, 47, seed=2, score_range=(0.0, 1.0), take_all=fixed)
+    assert d.items.size == 47 and set(fixed) <= set(d.items.tolist())
+    assert np.all(d.inclusion[np.isin(d.items, fixed)] == 1.0) and np.all(d.inclusion[~np.isin(d.items, fixed)] < 1)
+    assert np.isclose((1.0 / d.inclusion).sum(), 400.0)
+    assert DesignCoreset.from_state(d.state()).state() == d.state()
+    whole = design_coreset(Y[:, :10], 10, take_all=range(10))  # every item taken whole: the exact mean
+    e = design_estimate(whole, Y[-1, :10][whole.items])
+    assert e.estimate == pytest.approx(Y[-1, :10].mean()) and e.std_error == 0.0
+    rng = np.random.default_rng(7)
+    target = (rng.random(difficulty.size) < 1.0 / (1.0 + np.exp(-(3.0 - difficulty)))).astype(float)
+    truth = float(target.mean())
+    hits = []
+    for seed in range(200):
+        d = design_coreset(Y, 80, seed=seed, score_range=(0.0, 1.0), take_all=np.arange(0, 400, 10))
+        e = design_estimate(d, target[d.items], level=0.9)
+        hits.append(e.lower <= truth <= e.upper)
+    assert 0.85 <= np.mean(hits) <= 0.98
+    with pytest.raises(ValueError, match=r"42 to 400 items \(40 taken whole, at least 2 drawn\)"):
+        design_coreset(Y, 41, take_all=np.arange(0, 400, 10))
+    with pytest.raises(ValueError, match="take_all: distinct item indices"):
+        design_coreset(Y, 41, take_all=[3, 3])

@@ -14,6 +14,11 @@ Sampling*: stratified sampling §3.7, the difference / GREG estimator §6.3-6.5;
   references' average within-stratum variance of their item scores; at least 2 per stratum (a
   variance needs two) and at most ``N_h``. Inside a stratum the items are a uniform sample without
   replacement, so item i's inclusion probability is ``pi_i = n_h / N_h``, recorded with the coreset.
+* **Take-all stratum** (optional, SSW §3.7: a stratum sampled in full): items fixed beforehand -- a
+  score-based method's selection -- form one more stratum with ``pi_i = 1``; they enter the estimate
+  exactly and add no variance, and the draw covers the other items. The interval stays valid for any
+  target, because every item outside the take-all stratum still has a known, positive inclusion
+  probability.
 * **Working model** (only predicts; a wrong one widens the interval, never breaks it):
   ``mu_i(delta) = lo + (hi - lo) sigmoid(logit(p~_i) + delta)``, the references' smoothed item mean
   shifted by one ability offset ``delta`` in logit space, fitted on the target's drawn items by the
@@ -41,7 +46,9 @@ conservative where the pseudo-observation dominates.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -52,7 +59,8 @@ MAX_STRATA = 10
 MIN_PER_STRATUM = 2
 PSEUDO_OBSERVATIONS = 1.0  # weight of the bounded-variance floor in each stratum's residual variance
 
-__all__ = ["DesignCoreset", "DesignEstimate", "design_coreset", "design_estimate", "neyman_allocation"]
+__all__ = ["DesignCoreset", "DesignEstimate", "design_coreset", "design_estimate", "mean_of_estimates",
+           "neyman_allocation"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,17 @@ class DesignCoreset:
     logits: np.ndarray  # (N,) logit of the smoothed, [0, 1]-rescaled reference item mean
     lo: float
     hi: float
+
+    def state(self) -> dict[str, object]:
+        """JSON-ready fields (what a stored coreset keeps to estimate later); :meth:`from_state` reads them."""
+        return {"items": self.items.tolist(), "item_strata": self.item_strata.tolist(),
+                "logits": self.logits.tolist(), "lo": self.lo, "hi": self.hi}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DesignCoreset:
+        return cls(items=np.asarray(state["items"], dtype=np.int64),
+                   item_strata=np.asarray(state["item_strata"], dtype=np.int64),
+                   logits=np.asarray(state["logits"], dtype=np.float64), lo=float(state["lo"]), hi=float(state["hi"]))
 
     @property
     def n_items(self) -> int:
@@ -141,28 +160,41 @@ def _logits(Y: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 def design_coreset(Y: np.ndarray, n: int, seed: int = 0, score_range: tuple[float, float] | None = None,
-                   max_strata: int = MAX_STRATA) -> DesignCoreset:
+                   max_strata: int = MAX_STRATA, take_all: Sequence[int] = ()) -> DesignCoreset:
     """Draw ``n`` items of the references' ``(models x items)`` scores ``Y`` by the stratified design
-    (module docstring); ``score_range`` the benchmark's bounds (default: the scores' own)."""
+    (module docstring); ``score_range`` the benchmark's bounds (default: the scores' own). ``take_all``:
+    item indices in the coreset for certain (the last stratum, ``pi = 1``); the other ``n - len(take_all)``
+    items (at least 2, or none when ``take_all`` holds every item) are drawn from the rest."""
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim != 2 or Y.shape[0] < 1 or not np.isfinite(Y).all():
         raise ValueError("Y: a finite (models x items) matrix with at least one reference is needed")
     N = Y.shape[1]
-    if not 2 <= n <= N:
-        raise ValueError(f"n={n}: a design coreset needs 2 to {N} items")
+    fixed = np.unique(np.asarray(take_all, dtype=np.int64))
+    if fixed.size != len(take_all) or (fixed.size and (fixed[0] < 0 or fixed[-1] >= N)):
+        raise ValueError(f"take_all: distinct item indices in [0, {N}) are needed")
+    rest = np.setdiff1d(np.arange(N), fixed)
+    m = n - fixed.size
+    if not (2 <= m <= rest.size or m == rest.size == 0) or n > N:
+        low = fixed.size + min(2, rest.size)
+        raise ValueError(f"n={n}: a design coreset needs {low} to {N} items"
+                         + (f" ({fixed.size} taken whole, at least 2 drawn)" if fixed.size else ""))
     lo, hi = score_range if score_range is not None else (float(Y.min()), float(Y.max()))
-    H = max(1, min(max_strata, n // MIN_PER_STRATUM, N // MIN_PER_STRATUM))
-    order = np.argsort(Y.mean(axis=0), kind="stable")
-    stratum_of = np.empty(N, dtype=np.int64)
-    for h, block in enumerate(np.array_split(order, H)):
-        stratum_of[block] = h
-    sizes = np.bincount(stratum_of, minlength=H)
-    sds = np.array([math.sqrt(float(np.mean(np.var(Y[:, stratum_of == h], axis=1, ddof=1))))
-                    if sizes[h] > 1 else 0.0 for h in range(H)])
-    counts = neyman_allocation(sizes, sds, n)
-    rng = np.random.default_rng([seed, 25])
-    picked = [rng.choice(np.flatnonzero(stratum_of == h), size=int(counts[h]), replace=False) for h in range(H)]
-    items = np.sort(np.concatenate(picked)).astype(np.int64)
+    H = max(1, min(max_strata, m // MIN_PER_STRATUM, rest.size // MIN_PER_STRATUM)) if m else 0
+    stratum_of = np.full(N, H, dtype=np.int64)  # the take-all stratum is the last (absent when take_all is empty)
+    if m:
+        order = rest[np.argsort(Y[:, rest].mean(axis=0), kind="stable")]
+        for h, block in enumerate(np.array_split(order, H)):
+            stratum_of[block] = h
+        sizes = np.bincount(stratum_of, minlength=H)[:H]
+        sds = np.array([math.sqrt(float(np.mean(np.var(Y[:, stratum_of == h], axis=1, ddof=1))))
+                        if sizes[h] > 1 else 0.0 for h in range(H)])
+        counts = neyman_allocation(sizes, sds, m)
+        rng = np.random.default_rng([seed, 25])
+        picked = [rng.choice(np.flatnonzero(stratum_of == h), size=int(counts[h]), replace=False) for h in range(H)]
+        drawn = np.concatenate(picked)
+    else:
+        drawn = np.zeros(0, dtype=np.int64)
+    items = np.sort(np.concatenate([drawn, fixed])).astype(np.int64)
     return DesignCoreset(items=items, item_strata=stratum_of, logits=_logits(Y, lo, hi), lo=float(lo), hi=float(hi))
 
 
@@ -214,3 +246,22 @@ def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95) -
                           upper=float(min(hi, estimate + q * se)), df=df, delta=float(delta),
                           model_only=model_total / N)
 
+
+
+def mean_of_estimates(parts: Sequence[DesignEstimate], level: float, lo: float, hi: float) -> DesignEstimate:
+    """The mean of independent design estimates (one per benchmark, each its own draw): variance
+    ``sum V_b / B^2``, Welch-Satterthwaite degrees of freedom over the parts (SSW §3.7 for independent
+    strata), the Student-t interval at ``level`` clipped to ``[lo, hi]``."""
+    if not parts:
+        raise ValueError("mean_of_estimates: at least one estimate is needed")
+    B = float(len(parts))
+    est = float(np.mean([p.estimate for p in parts]))
+    terms = [(p.std_error / B) ** 2 for p in parts]
+    V = float(sum(terms))
+    den = sum(v * v / p.df for v, p in zip(terms, parts) if v > 0 and math.isfinite(p.df))
+    df = float(V * V / den) if den > 0 else math.inf
+    se = math.sqrt(V)
+    q = float(stats.t.ppf(0.5 + level / 2.0, df)) if math.isfinite(df) else float(stats.norm.ppf(0.5 + level / 2.0))
+    return DesignEstimate(estimate=est, std_error=se, lower=float(max(lo, est - q * se)),
+                          upper=float(min(hi, est + q * se)), df=df, delta=float("nan"),
+                          model_only=float(np.mean([p.model_only for p in parts])))
