@@ -45,6 +45,7 @@ from evalplan.core.auto import (
     auto_select,
     parse_selectors,
 )
+from evalplan.core.design_coreset import design_coreset
 from evalplan.core.intervals import (
     DEFAULT_INTERVAL,
     INTERVAL_RULES,
@@ -59,6 +60,7 @@ from evalplan.core.sequential.stopping import DEFAULT_LEVEL  # one default inter
 from evalplan.coresets.budget import plan_budget
 from evalplan.coresets.families import score_predictions
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
+from evalplan.coresets.families.design_predictions import DESIGN
 from evalplan.coresets.families.score_predictions import (
     DEFAULT_PREDICTOR,
     IRT_PREDICTORS,
@@ -97,7 +99,9 @@ AUTO_PARAMS: dict[str, ParamSpec] = {
 METHOD_PARAMS: dict[str, dict[str, ParamSpec]] = {**SCORE_PARAMS, "irt": IRT_PARAMS, "auto": AUTO_PARAMS}
 MIN_REFERENCES = 3  # LOO intervals need a few references; random_search (Search+) needs >= 3 for CV
 CALIBRATION_FOLDS = 10  # folds of the references for the cross-fitted interval errors
-NON_SELECTOR_PARAMS = ("irt", "interval")  # params that configure the predictor / interval, not the selector
+NON_SELECTOR_PARAMS = ("irt", "interval", "method_share")  # params of the predictor / interval, not the selector
+CORESET_INTERVALS = (*INTERVAL_RULES, DESIGN)
+DEFAULT_METHOD_SHARE = 0.0  # measured: any take-all share of the method widened the design interval (RESULTS)
 WEIGHTED_METHODS = ("anchor_points", "irt")  # methods whose weights_ are non-negative item weights
 
 
@@ -115,10 +119,12 @@ class ScoreBasedFamily:
         """422 unless ``params`` are valid constructor parameters of ``method`` (errors at ``field.<name>``)."""
         irt_options = params.pop("irt", None) if method != "irt" else None
         interval = params.pop("interval", None)
-        if interval is not None and interval not in INTERVAL_RULES:
-            raise InvalidInput(f"{field}.interval must be one of {', '.join(INTERVAL_RULES)}",
+        if interval is not None and interval not in CORESET_INTERVALS:
+            raise InvalidInput(f"{field}.interval must be one of {', '.join(CORESET_INTERVALS)}",
                                [{"field": f"{field}.interval", "detail": f"got {interval!r}"}])
-        extra = {} if interval is None else {"interval": interval}
+        extra: dict[str, Any] = {} if interval is None else {"interval": interval}
+        if "method_share" in params:
+            extra["method_share"] = _check_method_share(method, params.pop("method_share"), interval, field)
         checked = check_params(METHOD_PARAMS[method], params, method=method, field=field)
         if irt_options is not None:  # the IRT model of a gp_irt / p_irt predictor on another selector
             if not isinstance(irt_options, dict):
@@ -152,6 +158,12 @@ class ScoreBasedFamily:
                 errors.add(f"params names method {m!r}, which is {not_listed}", field=f"params.{m}")
             elif m == "random" and given:
                 errors.add("the random selector takes no parameters", field="params.random")
+        errors.raise_if_any(title)
+        for m, given in (params or {}).items():
+            if isinstance(given, dict) and given.get("interval") == DESIGN:
+                errors.add(f"params.{m}.interval \"design\" is an option of POST /v1/coresets (a random draw); "
+                           "plans and backtests measure the calibrated and conformal rules",
+                           field=f"params.{m}.interval")
         errors.raise_if_any(title)
         return {m: self.check_params(m, dict(v), 0, field=f"params.{m}")
                 for m, v in (params or {}).items() if m != "random"}
@@ -226,6 +238,13 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
             errors.add(f"benchmark {b.name!r} has no items", field="benchmarks", benchmark=b.name)
     errors.raise_if_any("benchmarks cannot be used")
     counts = plan_counts(request.budget, sizes, [b.name for b in benchmarks])
+    design = (request.params or {}).get("interval") == DESIGN
+    if design:
+        if predictor is not None:
+            raise InvalidInput('params.interval "design" estimates with the difference estimator, not a predictor; '
+                               "omit predictor", [{"field": "predictor", "detail": "not used with interval design"}])
+        design_counts(counts, sizes, [b.name for b in benchmarks],
+                      float((request.params or {}).get("method_share", DEFAULT_METHOD_SHARE)))
     names = _reference_names(session, benchmarks, request.reference_models)
     if method == "auto":
         need = auto_min_references(dict(request.params or {}))
@@ -258,7 +277,7 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
                "predictor_explicit": predictor is not None, "references": names}
     stored = request.reference_models if request.reference_models == "all" else names
     # method auto: the predictor is its choice per benchmark (diagnostics.auto), not the family's default
-    chosen = "auto" if method == "auto" else predictor or DEFAULT_PREDICTOR
+    chosen = DESIGN if design else "auto" if method == "auto" else predictor or DEFAULT_PREDICTOR
     return SelectionPlan(payload=payload, reference_models=stored, predictor=chosen)
 
 
@@ -275,6 +294,35 @@ def _check_auto_params(checked: dict[str, Any], field: str) -> dict[str, Any]:
             raise InvalidInput(f"{field}.selectors: {exc}", [{"field": f"{field}.selectors",
                                                               "detail": str(exc)}]) from None
     return checked
+
+
+def _check_method_share(method: str, share: Any, interval: Any, field: str) -> float:
+    """``params.method_share``: the share of the budget the method selects and the design takes whole; a number
+    in [0, 1), only with ``interval: "design"``, and 0 for ``auto`` (whose choice is of predictors)."""
+    where = [{"field": f"{field}.method_share", "detail": "a number in [0, 1) with interval \"design\""}]
+    if interval != DESIGN:
+        raise InvalidInput(f"{field}.method_share needs {field}.interval \"design\"", where)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= float(share) < 1.0:
+        raise InvalidInput(f"{field}.method_share must be a number in [0, 1), got {share!r}", where)
+    if method == "auto" and share:
+        raise InvalidInput(f"{field}.method_share must be 0 for method auto: auto chooses a predictor, which the "
+                           "design's estimate does not use", where)
+    return float(share)
+
+
+def design_counts(counts: list[int], sizes: list[int], names: list[str], share: float) -> list[tuple[int, int]]:
+    """Per benchmark (items the method selects and the design takes whole, items drawn) for ``params.interval:
+    "design"``; :class:`InvalidInput` (at ``budget``) where fewer than 2 would be drawn from the items left."""
+    out, errors = [], ErrorCollector()
+    for name, k, n in zip(names, counts, sizes):
+        fixed = int(round(share * k))
+        drawn = k - fixed
+        if not (2 <= drawn <= n - fixed or drawn == n - fixed == 0):
+            errors.add(f"benchmark {name!r}: a budget of {k} of its {n} items leaves {drawn} to draw; a design "
+                       "needs at least 2 drawn items (or every item)", field="budget", benchmark=name, k=k)
+        out.append((fixed, drawn))
+    errors.raise_if_any("budget too small for a design-based coreset")
+    return out
 
 
 def auto_min_references(params: dict[str, Any]) -> int:
@@ -403,6 +451,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
     method, params, seed = coreset.method, dict(coreset.params or {}), coreset.seed
     predictor = coreset.predictor or DEFAULT_PREDICTOR
     benchmark_ids = list(coreset.benchmark_ids)
+    ranges: list[tuple[float, float]] = []
     with ctx.session_factory() as session:
         blocks = []
         for bid in benchmark_ids:
@@ -410,6 +459,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             if benchmark is None:
                 raise InvalidInput(f"benchmark {bid} was deleted since the coreset was requested")
             blocks.append(_reference_block(session, benchmark, names))
+            ranges.append(score_predictions.score_scale(benchmark))
     ctx.progress(0.1)
 
     picks: list[tuple[float, int, int, float | None, float | None]] = []
@@ -424,6 +474,11 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             raise InvalidInput(f"fewer than {MIN_REFERENCES} reference models still have scores on benchmark {bid}")
         Y, n_imputed = impute(raw)
         imputed[bid] = n_imputed
+        if params.get("interval") == DESIGN:
+            fits[bid], ranked = _design_fit(method, params, seed, k_b, Y, item_pks, ranges[b])
+            picks.extend(((r + 1) / k_b, b, pk, None, w) for r, (pk, w) in enumerate(ranked))
+            ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
+            continue
         if method == "auto":
             share = None if deadline is None else max(deadline - time.perf_counter(), 0.0) / (len(blocks) - b)
             auto_fit, auto_ranking, auto_weights, auto[bid] = _auto_fit(ctx, params, seed, k_b, Y, item_pks, share)
@@ -482,6 +537,30 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             "imputed_cells": imputed, "seconds": diagnostics["seconds"]}
 
 
+def _design_fit(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],
+                score_range: tuple[float, float]) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+    """One benchmark of ``params.interval: "design"`` (``evalplan.core.design_coreset``): the method selects
+    ``round(method_share k)`` items, taken whole; the rest of ``k`` is the stratified draw. Returns the stored fit
+    (``design``: the draw's state, ``X_ref`` the references' scores at its items) and the coreset rows
+    ``(item pk, design weight 1 / pi)``: the method's items in its order, then the drawn ones."""
+    lo, hi = score_range
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo, hi = (float(Y.min()) if not np.isfinite(lo) else lo), (float(Y.max()) if not np.isfinite(hi) else hi)
+    fixed_k = int(round(float(params.get("method_share", DEFAULT_METHOD_SHARE)) * k))
+    fixed = (np.asarray(_fit_selector(method, params, seed, fixed_k, Y).ranking_, dtype=np.int64) if fixed_k
+             else np.zeros(0, dtype=np.int64))
+    design = design_coreset(Y, k, seed=seed, score_range=(lo, hi), take_all=fixed.tolist())
+    weight = dict(zip(design.items.tolist(), (1.0 / design.inclusion).tolist()))
+    taken = set(fixed.tolist())
+    order = fixed.tolist() + [c for c in design.items.tolist() if c not in taken]
+    fit: dict[str, Any] = {
+        "items": [item_pks[c] for c in design.items.tolist()], "n_items": len(item_pks),
+        "X_ref": Y[:, design.items].tolist(), "y_ref": Y.mean(axis=1).tolist(), "weights": None, "lambda": None,
+        "irt": None, "design": {**design.state(), "method_items": int(fixed.size)},
+    }
+    return fit, [(item_pks[c], weight[c]) for c in order]
+
+
 def _auto_fit(ctx: JobContext, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],
               max_seconds: float | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None, dict[str, Any]]:
     """One benchmark of ``method: "auto"`` (``evalplan.core.auto.auto_select``): (the stored fit with the
@@ -529,6 +608,8 @@ def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return None if not s else {"dim": s.get("dim"), "gp_irt_lambda": s.get("lam"), "bias": s.get("bias")}
 
     def calibration(fit: dict[str, Any]) -> str:
+        if fit.get("design"):
+            return DESIGN
         if (fit.get("calibration") or {}).get("kind") == "cross_fitted":
             return "cross_fitted"
         if (fit.get("irt") or {}).get("residuals"):
@@ -538,6 +619,19 @@ def fits_summary(fits: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {bid: {"n_items": int(fit["n_items"]), "k": len(fit["items"]), "lambda": fit.get("lambda"),
                   "n_references": len(fit["y_ref"]), "irt": irt(fit),
                   "calibration": calibration(fit),
+                  **({"design": design_summary(fit["design"])} if fit.get("design") else {}),
                   **({"selector": fit["selector"], "predictor": fit.get("predictor"),
                       "components": list(fit.get("components") or [])} if fit.get("selector") else {})}
             for bid, fit in fits.items()}
+
+
+def design_summary(state: dict[str, Any]) -> dict[str, Any]:
+    """A design coreset's strata as users read them: per stratum its size ``N_h``, items drawn ``n_h`` and whether
+    it is the method's take-all stratum (``diagnostics.fits_summary[b].design``)."""
+    strata = np.asarray(state["item_strata"], dtype=np.int64)
+    sizes = np.bincount(strata)
+    drawn = np.bincount(strata[np.asarray(state["items"], dtype=np.int64)], minlength=sizes.size)
+    take_all = int(state.get("method_items", 0)) > 0
+    return {"method_items": int(state.get("method_items", 0)),
+            "strata": [{"size": int(sizes[h]), "drawn": int(drawn[h]),
+                        "take_all": bool(take_all and h == sizes.size - 1)} for h in range(sizes.size)]}

@@ -28,6 +28,7 @@ from evalplan.core.intervals import (
 )
 from evalplan.core.irt import IRTPredictor
 from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
+from evalplan.coresets.families.design_predictions import DESIGN, design_predict_many, design_reference_rows
 from evalplan.db.models import Benchmark, Coreset, Item
 from evalplan.kit.errors import ErrorCollector
 from evalplan.kit.validation import finite_or_none
@@ -82,7 +83,8 @@ def predictor_factory(name: str, fit: dict[str, Any]) -> Any:
     raise ValueError(f"unknown predictor {name!r}")
 
 
-def _scale(benchmark: Benchmark) -> tuple[float, float]:
+def score_scale(benchmark: Benchmark) -> tuple[float, float]:
+    """The benchmark's score bounds: [0, 1] for binary scores, else its declared min / max (infinite if none)."""
     if benchmark.score_kind == "binary":
         return 0.0, 1.0
     lo = benchmark.score_min if benchmark.score_min is not None else -np.inf
@@ -95,9 +97,9 @@ def _clip(v: float, lo: float, hi: float) -> float:
 
 
 def interval_rule(coreset: Coreset) -> str:
-    """The coreset's interval rule: ``params.interval`` (``evalplan.core.intervals.INTERVAL_RULES``), else
-    :data:`~evalplan.core.intervals.DEFAULT_INTERVAL`. ``"calibrated"`` needs the stored fixed-coreset
-    errors; a coreset selected before they were stored gets ``"conformal"``."""
+    """The coreset's interval rule: ``params.interval`` (``evalplan.core.intervals.INTERVAL_RULES`` or ``"design"``,
+    ``design_predictions``), else :data:`~evalplan.core.intervals.DEFAULT_INTERVAL`. ``"calibrated"`` needs the
+    stored fixed-coreset errors; a coreset selected before they were stored gets ``"conformal"``."""
     return str((coreset.params or {}).get("interval") or DEFAULT_INTERVAL)
 
 
@@ -145,7 +147,7 @@ def _prepared(session: Session, coreset: Coreset) -> _Prepared:
                                                              .where(Item.pk.in_(all_pks))).all()}
     prep = _Prepared(fits=fits, item_ids=item_ids, names={bid: b.name for bid, b in benchmarks.items()},
                      capabilities={bid: b.capability or b.name for bid, b in benchmarks.items()},
-                     scales={bid: _scale(b) for bid, b in benchmarks.items()})
+                     scales={bid: score_scale(b) for bid, b in benchmarks.items()})
     for bid, fit in fits.items():
         prep.X_means[bid] = np.asarray(fit["X_ref"], dtype=float).mean(axis=1)
     with _PREPARED_LOCK:
@@ -195,6 +197,9 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
                            f"{', '.join(map(str, missing[:20]))}{' ...' if len(missing) > 20 else ''}",
                            field="scores", benchmark=name, items=missing, **where)
     errors.raise_if_any("every coreset item of every benchmark needs a score (score-based predictors use them all)")
+    if rule == DESIGN:
+        return design_predict_many(coreset.method, fits, list(coreset.benchmark_ids), prep.names, prep.capabilities,
+                                   prep.scales, targets, level, coreset.id)
 
     T = len(targets)
     # per benchmark: (names chosen, centers, lower, upper, calibration kind, errors used) for every target
@@ -294,6 +299,9 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
     names = list((coreset.diagnostics or {}).get("reference_models") or [])
     fits = load_fits(session, coreset)
     benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
+    if interval_rule(coreset) == DESIGN:
+        return design_reference_rows(fits, list(coreset.benchmark_ids), {bid: b.name for bid, b in benchmarks.items()},
+                                     names, level)
     rows: list[dict[str, Any]] = []
     for bid in coreset.benchmark_ids:
         fit = fits.get(bid) or {}
@@ -307,7 +315,7 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
         lower, upper = interval_from_errors(held_out, errors, level,
                                             None if fixed is None else np.asarray(fixed, dtype=float),
                                             interval_rule(coreset))
-        lo_s, hi_s = _scale(benchmarks[bid])
+        lo_s, hi_s = score_scale(benchmarks[bid])
         for i, name in enumerate(names[:len(truth)]):
             rows.append({"model": name, "benchmark": benchmarks[bid].name, "true": float(truth[i]),
                          "predicted": _clip(float(held_out[i]), lo_s, hi_s),

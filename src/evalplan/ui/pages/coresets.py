@@ -71,6 +71,7 @@ def charts_of(session: Session, coreset: Any, items: list[dict[str, Any]]) -> di
         out["prediction_svg"] = charts.to_inline_svg(prediction, label="Predicted vs true scores of the reference "
                                                      "models", prefix="predictions")
         out["predictions"] = rows
+        out["design_interval"] = (coreset.params or {}).get("interval") == "design"
     return out
 
 
