@@ -1,7 +1,11 @@
 """tinyBenchmarks' own code next to ``evalplan.core.irt`` on shared data (issue 16 §"faithful IRT").
 
 ``nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side [--data helm_lite_math ...] [--budget 0.1]
-[--epochs 2000] [--write docs/RESULTS.md]``
+[--epochs 2000] [--write docs/RESULTS.md] [--dump DIR] [--render]``
+
+Each data set's row is kept in ``bench/results/tinybenchmarks_side_by_side/<data>.json`` with the
+arguments that produced it; ``--write`` renders the table from all kept rows (so one data set per run
+builds up one table), ``--render`` only re-renders it, ``--dump`` keeps both sides' full outputs.
 
 The peer is felipemaiapolo/tinyBenchmarks (with its py-irt fork, felipemaiapolo/py-irt) in its own
 folder (``--peer``, default /work/peers/tinyBenchmarks) and its own virtual environment
@@ -18,6 +22,7 @@ anchors, and per held-out model the largest estimate difference, and both sides'
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -34,6 +39,8 @@ from evalplan.core.irt import IRTPredictor, IRTSelection
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- tinybenchmarks-side-by-side -->", "<!-- /tinybenchmarks-side-by-side -->"
+CACHE = ROOT / "bench" / "results" / "tinybenchmarks_side_by_side"
+TOLERANCE = 0.15  # issue 25 item 2: gp-IRT RMSE within 0.15 points of the peer's on the same split
 
 
 def split(Y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -47,7 +54,8 @@ def impute(Y: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(Y), np.where(np.isnan(means), 0.0, means)[None, :], Y)
 
 
-def start_peer(args, Y_train, Y_test, k, work: Path) -> subprocess.Popen:
+def start_peer(args: argparse.Namespace, Y_train: np.ndarray, Y_test: np.ndarray, k: int,
+               work: Path) -> subprocess.Popen:
     """The peer's run in its own process (it runs while ours does)."""
     src = work / "in.npz"
     np.savez(src, Y_train=Y_train, Y_test=Y_test, k=k, dims=np.array(args.dims), epochs=args.epochs)
@@ -57,7 +65,7 @@ def start_peer(args, Y_train, Y_test, k, work: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=(work / "peer.log").open("w"))
 
 
-def run_ours(args, Y_train, Y_test, k) -> tuple[dict, float]:
+def run_ours(args: argparse.Namespace, Y_train: np.ndarray, Y_test: np.ndarray, k: int) -> tuple[dict, float]:
     t0 = time.perf_counter()
     sel = IRTSelection(k=k, seed=42, epochs=args.epochs).fit(Y_train) if tuple(args.dims) == (5, 10) else \
         IRTSelection(k=k, seed=42, epochs=args.epochs, dim=args.dims[0]).fit(Y_train)
@@ -69,7 +77,7 @@ def run_ours(args, Y_train, Y_test, k) -> tuple[dict, float]:
         time.perf_counter() - t0
 
 
-def compare(name: str, args) -> dict:
+def compare(name: str, args: argparse.Namespace) -> dict:
     Y = impute(load(name))
     Y_train, Y_test = split(Y)
     k = max(1, int(round(args.budget * Y.shape[1])))
@@ -81,7 +89,13 @@ def compare(name: str, args) -> dict:
             raise RuntimeError("the peer failed: " + (Path(tmp) / "peer.log").read_text()[-2000:])
         peer, peer_s = json.loads((Path(tmp) / "out.json").read_text()), time.perf_counter() - t0
     truth = Y_test.mean(axis=1)
-    row: dict = {"data": name, "shape": f"{Y.shape[0]} x {Y.shape[1]}", "train": Y_train.shape[0],
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+        (args.dump / f"{name}.json").write_text(json.dumps({"peer": peer, "ours": ours, "truth": truth.tolist()}))
+    irt_src = (ROOT / "src" / "evalplan" / "core" / "irt.py").read_bytes()
+    row: dict = {"args": {"budget": args.budget, "epochs": args.epochs, "dims": list(args.dims),
+                          "irt_py_sha1": hashlib.sha1(irt_src).hexdigest()[:12]},
+                 "data": name, "shape": f"{Y.shape[0]} x {Y.shape[1]}", "train": Y_train.shape[0],
                  "test": Y_test.shape[0], "k": k, "peer_s": peer_s, "ours_s": ours_s,
                  "dim_peer": peer["dim"], "dim_ours": ours["dim"], "dim_err_peer": peer["dim_errors"],
                  "dim_err_ours": ours["dim_errors"], "lam_peer": peer["lambda"], "lam_ours": ours["lambda"]}
@@ -90,6 +104,7 @@ def compare(name: str, args) -> dict:
         row["max_db"] = float(np.abs(np.asarray(peer["B"]) - np.asarray(ours["B"])).max())
     pa = peer["anchors"]
     row["peer_duplicates"] = len(pa) - len(set(pa))
+    row["anchors_peer"], row["anchors_ours"] = pa, ours["anchors"]
     row["same_anchors"] = len(set(pa) & set(ours["anchors"]))
     for est in ("anchor", "p_irt", "gp_irt"):
         p, o = np.asarray(peer[est]), np.asarray(ours[est])
@@ -98,35 +113,54 @@ def compare(name: str, args) -> dict:
         row[f"{est}_rmse_ours"] = float(np.sqrt(np.mean((o - truth) ** 2)))
         row[f"{est}_tau_peer"] = float(kendalltau(p, truth)[0])
         row[f"{est}_tau_ours"] = float(kendalltau(o, truth)[0])
+    row["gp_irt_rmse_absdiff"] = abs(row["gp_irt_rmse_peer"] - row["gp_irt_rmse_ours"])
     print(json.dumps(row), flush=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / f"{name}.json").write_text(json.dumps(row, indent=1) + "\n")
     return row
 
 
-def markdown(rows: list[dict], args) -> str:
-    cmd = (f"nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side --data {' '.join(args.data)} --budget {args.budget} "
-           f"--epochs {args.epochs} --write docs/RESULTS.md")
+def stored_rows() -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(CACHE.glob("*.json"))]
+
+
+def command(r: dict) -> str:
+    a = r["args"]
+    dims = "" if a["dims"] == [5, 10] else f" --dims {' '.join(map(str, a['dims']))}"
+    return (f"nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side --data {r['data']} --budget {a['budget']} "
+            f"--epochs {a['epochs']}{dims} --write docs/RESULTS.md")
+
+
+def markdown(rows: list[dict]) -> str:
     out = [START, "## tinyBenchmarks' own code vs `evalplan.core.irt` (irt / gp_irt / p_irt), same data, same run", "",
-           f"`{cmd}`. The peer (felipemaiapolo/tinyBenchmarks + its py-irt fork) runs its notebooks' steps with its "
-           "own functions from its own folder and environment (`bench/peers/tinybenchmarks_driver.py`); ours is "
-           "`IRTSelection` + `IRTPredictor`. Same matrix, same seeded split (30% of the models held out, the rest "
-           f"are the references), budget {args.budget:.0%} of the items, their defaults (D in {{5, 10}} by their "
-           f"validation heuristic, {args.epochs} SVI epochs, lr 0.1, seed 42). RMSE in points (x100) on the "
-           "held-out models; τ = Kendall tau-b.", "",
-           "| data | refs / test | k | D peer / ours (val. error x100) | λ peer / ours | max abs(a-a'), abs(b-b') | "
-           "anchors in common (peer dup.) | max abs(gp-IRT diff) x100 | gp-IRT RMSE peer / ours | p-IRT RMSE peer / ours | "
-           "anchor RMSE peer / ours | gp-IRT τ peer / ours | sec peer / ours |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "One row per run of `nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side --data DATA --budget B "
+           "--epochs E --write docs/RESULTS.md` (rows kept in `bench/results/tinybenchmarks_side_by_side/`; the exact "
+           "commands are listed below the table). The peer (felipemaiapolo/tinyBenchmarks + its py-irt fork) runs its "
+           "notebooks' steps with its own functions from its own folder and environment "
+           "(`bench/peers/tinybenchmarks_driver.py`); ours is `IRTSelection` + `IRTPredictor`. Same matrix (missing "
+           "cells imputed by the item mean), same seeded split (30% of the models held out, the rest are the "
+           "references), budget B of the items, their defaults (D in {5, 10} by their validation heuristic, E SVI "
+           "epochs, lr 0.1, seed 42). RMSE in points (x100) on the held-out models; τ = Kendall tau-b; "
+           f"Δ = abs(gp-IRT RMSE peer - ours) in points, ✓ when within {TOLERANCE} (issue 25 item 2).", "",
+           "| data | B / E | refs / test | k | D peer / ours (val. error x100) | λ peer / ours | max abs(a-a'), abs(b-b') | "
+           "anchors in common (peer dup.) | max abs(gp-IRT diff) x100 | gp-IRT RMSE peer / ours | Δ gp-IRT RMSE | "
+           "p-IRT RMSE peer / ours | anchor RMSE peer / ours | gp-IRT τ peer / ours | sec peer / ours |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         de = lambda d: "/".join(f"{float(v) * 100:.2f}" for v in d.values())  # noqa: E731
         fit = f"{r['max_da']:.1e}, {r['max_db']:.1e}" if "max_da" in r else "n/a (other D)"
+        delta = abs(r["gp_irt_rmse_peer"] - r["gp_irt_rmse_ours"]) * 100
         out.append(
-            f"| {r['data']} | {r['train']} / {r['test']} | {r['k']} | {r['dim_peer']} ({de(r['dim_err_peer'])}) / "
-            f"{r['dim_ours']} ({de(r['dim_err_ours'])}) | {r['lam_peer']:.3f} / {r['lam_ours']:.3f} | {fit} | "
+            f"| {r['data']} | {r['args']['budget']} / {r['args']['epochs']} | {r['train']} / {r['test']} | {r['k']} | "
+            f"{r['dim_peer']} ({de(r['dim_err_peer'])}) / {r['dim_ours']} ({de(r['dim_err_ours'])}) | "
+            f"{r['lam_peer']:.3f} / {r['lam_ours']:.3f} | {fit} | "
             f"{r['same_anchors']} / {r['k']} ({r['peer_duplicates']}) | {r['gp_irt_maxdiff'] * 100:.3f} | "
             f"{r['gp_irt_rmse_peer'] * 100:.2f} / {r['gp_irt_rmse_ours'] * 100:.2f} | "
+            f"{delta:.3f} {'✓' if delta <= TOLERANCE else '✗'} | "
             f"{r['p_irt_rmse_peer'] * 100:.2f} / {r['p_irt_rmse_ours'] * 100:.2f} | "
             f"{r['anchor_rmse_peer'] * 100:.2f} / {r['anchor_rmse_ours'] * 100:.2f} | "
             f"{r['gp_irt_tau_peer']:.3f} / {r['gp_irt_tau_ours']:.3f} | {r['peer_s']:.0f} / {r['ours_s']:.0f} |")
+    out += ["", "Commands:", ""] + [f"- `{command(r)}`" for r in rows]
     out += ["", "<!-- interpretation -->", "<!-- /interpretation -->", END]
     return "\n".join(out)
 
@@ -140,10 +174,14 @@ def main() -> None:
     ap.add_argument("--peer", default="/work/peers/tinyBenchmarks")
     ap.add_argument("--peer-python", default="/work/peers/tbvenv/bin/python")
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--dump", type=Path, help="folder for both sides' full outputs (one JSON per data set)")
+    ap.add_argument("--render", action="store_true", help="only re-render --write from the kept rows")
     args = ap.parse_args()
-    rows = [compare(name, args) for name in args.data]
+    if not args.render:
+        for name in args.data:
+            compare(name, args)
     if args.write:
-        write_section(args.write, markdown(rows, args), START, END)
+        write_section(args.write, markdown(stored_rows()), START, END)
 
 
 if __name__ == "__main__":
