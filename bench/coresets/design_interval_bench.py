@@ -1,6 +1,6 @@
 """Design-based coreset intervals vs the calibrated rule, on held-out models, top decile apart (issue 25 §3).
 
-``nice -n 10 python -m bench.coresets.design_interval_bench [--datasets a,b] [--seeds 10] [--budget 0.1]
+``nice -n 10 python -m bench.coresets.design_interval_bench [--datasets a,b] [--seeds 60] [--budget 0.1]
 [--level 0.9] --write docs/RESULTS.md`` runs every data set and writes the section (per data set pieces are
 kept in ``bench/results/design_interval/``; ``--render`` only reassembles them).
 
@@ -86,21 +86,28 @@ def one_seed(Y: np.ndarray, seed: int, budget: float, level: float, no_mrmr: boo
     return out
 
 
-def summarize(pieces: list[dict[str, dict[str, list[float]]]], rule: str) -> dict[str, float] | None:
-    rows = [p[rule] for p in pieces if rule in p]
-    if not rows:
-        return None
-    cov, top_cov, width, err = [], [], [], []
-    for r in rows:
+def seed_counts(out: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """One seed's held-out models reduced to what the table needs, per rule (what a piece stores): models,
+    hits, top-decile models and hits, summed width and squared error."""
+    counts = {}
+    for rule, r in out.items():
         t, e, lo, hi = (np.asarray(r[c], dtype=float) for c in ("truth", "estimate", "lower", "upper"))
         hit = (lo <= t) & (t <= hi)
         top = t >= np.quantile(t, 0.9)
-        cov.extend(hit.tolist())
-        top_cov.extend(hit[top].tolist())
-        width.extend((hi - lo).tolist())
-        err.extend((e - t).tolist())
-    return {"coverage": float(np.mean(cov)), "top_coverage": float(np.mean(top_cov)), "n_top": len(top_cov),
-            "n": len(cov), "width": 100 * float(np.mean(width)), "rmse": 100 * float(np.sqrt(np.mean(np.square(err))))}
+        counts[rule] = {"n": int(t.size), "hits": int(hit.sum()), "n_top": int(top.sum()),
+                        "top_hits": int(hit[top].sum()), "width": float((hi - lo).sum()),
+                        "sq_error": float(np.square(e - t).sum())}
+    return counts
+
+
+def summarize(pieces: list[dict[str, dict[str, float]]], rule: str) -> dict[str, float] | None:
+    rows = [p[rule] for p in pieces if rule in p]
+    if not rows:
+        return None
+    n, n_top = sum(r["n"] for r in rows), sum(r["n_top"] for r in rows)
+    return {"coverage": sum(r["hits"] for r in rows) / n, "top_coverage": sum(r["top_hits"] for r in rows) / n_top,
+            "n_top": n_top, "n": n, "width": 100 * sum(r["width"] for r in rows) / n,
+            "rmse": 100 * float(np.sqrt(sum(r["sq_error"] for r in rows) / n))}
 
 
 def render(level: float) -> str:
@@ -135,7 +142,7 @@ def render(level: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(DATASETS))
-    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seeds", type=int, default=60)
     ap.add_argument("--budget", type=float, default=0.1)
     ap.add_argument("--level", type=float, default=0.9)
     ap.add_argument("--render", action="store_true", help="only assemble the stored pieces")
@@ -146,7 +153,8 @@ def main() -> None:
         for name in args.datasets.split(","):
             t0 = time.perf_counter()
             Y = load(name)
-            seeds_out = [one_seed(Y, seed, args.budget, args.level, name in NO_MRMR) for seed in range(args.seeds)]
+            seeds_out = [seed_counts(one_seed(Y, seed, args.budget, args.level, name in NO_MRMR))
+                         for seed in range(args.seeds)]
             piece: dict[str, Any] = {"dataset": name, "budget": args.budget, "level": args.level,
                                      "seconds": time.perf_counter() - t0,
                                      "ran": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "seeds_out": seeds_out}
