@@ -113,3 +113,35 @@ def test_irt_cross_fitted_errors_refit_the_pipeline_per_fold() -> None:
     np.testing.assert_array_equal(full.ranking_, irt_anchors(full.a_, full.b_, k, 0)[0])
     with pytest.raises(ValueError, match="variant"):
         irt_cross_fitted_errors(Y, "irt", 1, full.bias_, k)
+
+
+def test_top_decile_widening_uses_the_top_references_errors_and_only_widens() -> None:
+    """Issue 25 §3: a target predicted in the references' top decile gets at least the rule's width on the
+    errors of the references with the highest held-out predictions; the others keep the plain rule."""
+    from evalplan.core.intervals import top_widened_interval
+
+    rng = np.random.default_rng(3)
+    truth = np.linspace(0.2, 0.8, 60)
+    errors = rng.normal(0.0, 0.01, 60)
+    errors[-12:] = rng.normal(0.05, 0.03, 12)  # the best references are under-predicted, and more variable
+    fixed = errors * 0.8
+    held_out = truth - errors
+    centers = np.array([0.3, 0.5, float(np.quantile(held_out, 0.95))])
+    for rule, fx in (("calibrated", fixed), ("conformal", None)):
+        base_lo, base_hi = interval_from_errors(centers, errors, 0.9, fx, rule)
+        lo, hi, top = top_widened_interval(centers, errors, 0.9, fx, rule, truth)
+        assert top.tolist() == [False, False, True]
+        np.testing.assert_allclose([lo[:2], hi[:2]], [base_lo[:2], base_hi[:2]])
+        group = np.argsort(-held_out)[:10]  # max(10, 9 for a 90% rank, 10% of 60)
+        t_lo, t_hi = interval_from_errors(0.0, errors[group], 0.9, None if fx is None else fx[group], rule)
+        assert hi[2] - lo[2] == pytest.approx(max(base_hi[2] - base_lo[2], t_hi - t_lo))
+        assert hi[2] - lo[2] > 1.5 * (base_hi[2] - base_lo[2])
+    # top references no worse than the rest: no change; a 95% conformal group is large enough for a finite rank
+    calm = np.abs(rng.normal(0.0, 0.001, 60)) * np.sign(rng.normal(size=60))
+    calm[:48] = rng.normal(0.0, 0.02, 48)
+    lo, hi, top = top_widened_interval(np.array([0.9]), calm, 0.95, None, "conformal", truth)
+    base_lo, base_hi = interval_from_errors(np.array([0.9]), calm, 0.95, None, "conformal")
+    assert top[0] and np.isfinite(hi).all() and hi[0] - lo[0] == pytest.approx(base_hi[0] - base_lo[0])
+    # errors not one per reference (pooled aggregates): the plain rule
+    lo, hi, top = top_widened_interval(np.array([0.9]), errors[:30], 0.9, None, "conformal", truth)
+    assert not top.any()

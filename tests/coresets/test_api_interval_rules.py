@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_api_score_coresets import N_ITEMS, N_REF, create, make_suite, stored_fits, target_scores, upload
 
-from evalplan.core.intervals import fixed_coreset_errors, interval_from_errors, pooled_errors
+from evalplan.core.intervals import fixed_coreset_errors, pooled_errors, top_widened_interval
 from evalplan.core.predictors import KernelRidgePredictor
 from support.helpers import wait_for_job
 
@@ -63,9 +63,8 @@ def test_auto_reports_the_calibrated_rule(committed_client, committed_session_fa
         n_checked += 1
         assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
         assert out["overall"]["interval_rule"] == "calibrated"
-        lo, hi = interval_from_errors(0.0, errors, LEVEL, fixed, "calibrated")
-        assert entry["interval"] == pytest.approx([clip(entry["estimate"] + lo), clip(entry["estimate"] + hi)],
-                                                  abs=1e-9)
+        lo, hi, top = top_widened_interval(entry["estimate"], errors, LEVEL, fixed, "calibrated", y)
+        assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9) and entry["top_decile"] == top
     assert n_checked >= 1
     old = create(client, method="auto", benchmarks=["gen"], budget=10, reference_models="all",
                  params={**FAST_AUTO, "interval": "conformal"})
@@ -73,10 +72,10 @@ def test_auto_reports_the_calibrated_rule(committed_client, committed_session_fa
     out = predict(client, old, {"gen": target})
     entry = out["benchmarks"]["gen"]
     if entry["calibration"] == "cross_fitted":
-        lo, hi = interval_from_errors(0.0, errors, LEVEL)  # the same choice and outer folds: the old rank
+        # the same choice and outer folds: the old rank
+        lo, hi, _ = top_widened_interval(entry["estimate"], errors, LEVEL, None, "conformal", y)
         assert entry["interval_rule"] == "conformal" and out["overall"]["interval_rule"] == "conformal"
-        assert entry["interval"] == pytest.approx([clip(entry["estimate"] + lo), clip(entry["estimate"] + hi)],
-                                                  abs=1e-9)
+        assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
 
 
 def test_gp_irt_is_cross_fitted_and_calibrated(committed_client, committed_session_factory, suite) -> None:
@@ -103,9 +102,8 @@ def test_gp_irt_is_cross_fitted_and_calibrated(committed_client, committed_sessi
             continue
         assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
         assert out["overall"]["interval_rule"] == "calibrated"
-        lo, hi = interval_from_errors(0.0, errors, LEVEL, fixed, "calibrated")
-        assert entry["interval"] == pytest.approx([clip(entry["estimate"] + lo), clip(entry["estimate"] + hi)],
-                                                  abs=1e-9)
+        lo, hi, _ = top_widened_interval(entry["estimate"], errors, LEVEL, fixed, "calibrated", fit["y_ref"])
+        assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
         widths["calibrated"] = hi - lo
     assert widths
     # params.interval "conformal": the rule before, on the in-sample residuals; no folds refitted
@@ -118,9 +116,9 @@ def test_gp_irt_is_cross_fitted_and_calibrated(committed_client, committed_sessi
         if entry["predictor"] != "gp_irt":
             continue
         assert entry["calibration"] == "reference_residuals" and entry["interval_rule"] == "conformal"
-        lo, hi = interval_from_errors(0.0, np.asarray(old_fit["irt"]["residuals"]["gp_irt"]), LEVEL)
-        assert entry["interval"] == pytest.approx([clip(entry["estimate"] + lo), clip(entry["estimate"] + hi)],
-                                                  abs=1e-9)
+        lo, hi, _ = top_widened_interval(entry["estimate"], np.asarray(old_fit["irt"]["residuals"]["gp_irt"]), LEVEL,
+                                         None, "conformal", old_fit["y_ref"])
+        assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
 
 
 def test_multi_benchmark_overall_and_capability_are_calibrated(committed_client, committed_session_factory,
@@ -144,9 +142,12 @@ def test_multi_benchmark_overall_and_capability_are_calibrated(committed_client,
     overall = out["overall"]
     assert overall["interval_rule"] == "calibrated"
     assert overall["estimate"] == pytest.approx(np.mean([out["benchmarks"][n]["estimate"] for n in names.values()]))
-    lo, hi = interval_from_errors(overall["estimate"], pooled_errors(errors), LEVEL, pooled_errors(fixed), "calibrated")
+    truth = np.mean([fits[b]["y_ref"] for b in order], axis=0)  # the aggregate's reference scores (top widening)
+    lo, hi, _ = top_widened_interval(overall["estimate"], pooled_errors(errors), LEVEL, pooled_errors(fixed),
+                                     "calibrated", truth)
     assert overall["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
-    old_lo, old_hi = interval_from_errors(overall["estimate"], pooled_errors(errors), LEVEL)
+    old_lo, old_hi, _ = top_widened_interval(overall["estimate"], pooled_errors(errors), LEVEL, None, "conformal",
+                                             truth)
     assert (hi - lo) != pytest.approx(old_hi - old_lo)  # not the old rule's width
     # one benchmark per capability (each benchmark is its own capability): its own rule and interval
     for name, cap in out["capabilities"].items():
@@ -157,5 +158,6 @@ def test_multi_benchmark_overall_and_capability_are_calibrated(committed_client,
     out_old = predict(client, old, {"one": suite["targets"][0], "two": other["targets"][0]})
     if not out_old["extrapolation"]:
         assert out_old["overall"]["interval_rule"] == "conformal"
-        lo, hi = interval_from_errors(out_old["overall"]["estimate"], pooled_errors(errors), LEVEL)
+        lo, hi, _ = top_widened_interval(out_old["overall"]["estimate"], pooled_errors(errors), LEVEL, None,
+                                         "conformal", truth)
         assert out_old["overall"]["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)

@@ -34,6 +34,13 @@ issue 16 §2; docs/DECISIONS.md "Score-based intervals"):
   that a 95% interval with 30 references is not the largest single error. See
   :func:`calibrated_half_width`.
 
+Top-decile widening (issue 25 §3; :func:`top_widened_interval`): a target whose prediction lies in the top
+:data:`TOP_SHARE` of the references' held-out predictions gets ``max(h, h_top)``, where ``h_top`` is the same
+rule on the errors of the :data:`TOP_SHARE` (at least :data:`TOP_MIN`, and enough for a finite rank at the
+level) references with the highest held-out
+predictions: a predictor regresses the best models toward the mean, so their errors are larger than the
+average reference's, and an interval sized on all references under-covers them. It only widens.
+
 Extrapolation guard (issue rule): a target whose coreset mean is below the lowest or above the
 highest reference coreset mean is flagged ``extrapolation=True`` (:func:`extrapolation_flags`);
 :func:`guarded_predictor` then picks :class:`~evalplan.core.predictors.AIPWPredictor` (002 App. L.1)
@@ -69,6 +76,7 @@ __all__ = [
     "guarded_predictor",
     "jackknife_plus_bounds",
     "loo_conformal_interval",
+    "top_widened_interval",
 ]
 
 Method = Literal["split", "jackknife+"]
@@ -229,6 +237,36 @@ def interval_from_errors(center: np.ndarray | float, errors: np.ndarray, level: 
         q = conformal_half_width(errors, level)
     c = np.asarray(center, dtype=float)
     return c - q, c + q
+
+
+TOP_SHARE = 0.1  # the references' top decile by held-out prediction
+TOP_MIN = 10  # references the top group keeps at least (more where the level needs them for a finite rank)
+
+
+def top_widened_interval(center: np.ndarray | float, errors: np.ndarray, level: float,
+                         fixed_errors: np.ndarray | None, rule: str | None, reference_truth: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`interval_from_errors` with the top-decile widening (module docstring): ``(lower, upper, top)``,
+    ``top`` the targets whose ``center`` is at or above the references' 90th percentile of held-out
+    predictions ``reference_truth - errors``. ``errors`` and ``fixed_errors`` are per reference, in the order of
+    ``reference_truth``; where their lengths differ the rule is applied without widening."""
+    c = np.asarray(center, dtype=float)
+    lo, hi = interval_from_errors(c, errors, level, fixed_errors, rule)
+    e = np.asarray(errors, dtype=float).ravel()
+    truth = np.asarray(reference_truth, dtype=float).ravel()
+    fixed = None if fixed_errors is None else np.asarray(fixed_errors, dtype=float).ravel()
+    if e.size != truth.size or (fixed is not None and fixed.size != e.size) or e.size < 2:
+        return lo, hi, np.zeros(c.shape, dtype=bool)
+    held_out = truth - e
+    # enough references for a finite conformal rank at this level (ceil((m + 1) level) <= m)
+    size = max(TOP_MIN, math.ceil(level / (1.0 - level) - 1e-9), math.ceil(TOP_SHARE * e.size))
+    top = np.argsort(-held_out, kind="stable")[:size]
+    t_lo, t_hi = interval_from_errors(0.0, e[top], level, None if fixed is None else fixed[top], rule)
+    h_top = float(t_hi - t_lo) / 2.0
+    in_top = c >= float(np.quantile(held_out, 1.0 - TOP_SHARE))
+    h = (hi - lo) / 2.0
+    widened = np.where(in_top, np.maximum(h, h_top), h)
+    return c - widened, c + widened, np.asarray(in_top, dtype=bool)
 
 
 def fixed_coreset_errors(predictor_factory: Callable[[], Any], X_ref: np.ndarray, y_ref: np.ndarray

@@ -138,8 +138,14 @@ class BenchmarkEstimate(BaseModel):
     extrapolation: bool | None = None
     calibration: str | None = None
     interval_rule: str | None = Field(
-        None, description='Score-based: how `interval` was calibrated: "calibrated" (the default, issue 16) or '
-                          '"conformal" (the rule before it; `params.interval` chooses; docs/API_NOTES.md).')
+        None, description='Score-based: how `interval` was calibrated: "calibrated" (the default, issue 16), '
+                          '"conformal" (the rule before it) or "design" (`params.interval` chooses; '
+                          'docs/API_NOTES.md).')
+    top_decile: bool | None = Field(
+        None, description="Score-based, reference-calibrated intervals: the estimate is in the references' top "
+                          "decile of held-out predictions, and the interval is at least as wide as the same rule on "
+                          "the errors of the top references (issue 25 §3); null where it does not apply (design, "
+                          "AIPW).")
 
 
 class AggregateEstimate(BaseModel):

@@ -22,9 +22,9 @@ from evalplan.core.intervals import (
     DEFAULT_INTERVAL,
     extrapolation_flag,
     guarded_predictor,
-    interval_from_errors,
     loo_conformal_interval,
     pooled_errors,
+    top_widened_interval,
 )
 from evalplan.core.irt import IRTPredictor
 from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
@@ -212,6 +212,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         chosen = [guarded_predictor(flag, own, explicit) for flag in flags]
         centers, lowers, uppers = np.zeros(T), np.zeros(T), np.zeros(T)
         kinds: list[str] = [""] * T
+        tops: list[bool | None] = [None] * T  # in the references' top decile (interval widened to their errors)
         used: list[np.ndarray] = [np.zeros(0)] * T
         used_fixed: list[np.ndarray | None] = [None] * T
         calibration = fit.get("calibration") or {}
@@ -229,10 +230,10 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
                 cal, kind = None, "leave_one_reference_out"
             if cal is not None:
                 raw = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
-                lo, hi = interval_from_errors(raw, cal, level, fixed, rule)
+                lo, hi, top = top_widened_interval(raw, cal, level, fixed, rule, np.asarray(fit["y_ref"], dtype=float))
                 centers[rows], lowers[rows], uppers[rows] = raw, lo, hi
-                for t in rows:
-                    kinds[t], used[t], used_fixed[t] = kind, cal, fixed
+                for j, t in enumerate(rows):
+                    kinds[t], used[t], used_fixed[t], tops[t] = kind, cal, fixed, bool(top[j])
                 continue
             # AIPW for an extrapolated target, or an older coreset: leave-one-reference-out residuals
             X = np.asarray(fit["X_ref"], dtype=float)
@@ -243,9 +244,11 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             for t in rows:
                 kinds[t], used[t] = kind, ci.loo_errors
         per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
-                          "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1]}
+                          "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1], "tops": tops}
 
-    def combine(group: list[tuple[str, float, np.ndarray, float, float, np.ndarray | None]]) -> dict[str, Any]:
+    Part = tuple[str, float, np.ndarray, float, float, np.ndarray | None, np.ndarray]
+
+    def combine(group: list[Part]) -> dict[str, Any]:
         # the aggregate (mean of the benchmark estimates) is calibrated on its own held-out errors,
         # reference by reference (every benchmark has the same references): evalplan.core.intervals.pooled_errors;
         # the "calibrated" rule pools the fixed-coreset errors the same way (when every benchmark has them)
@@ -253,7 +256,9 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         fixed_parts = [p[5] for p in group]
         fixed = (pooled_errors(np.vstack([f for f in fixed_parts if f is not None]))
                  if all(f is not None and f.shape == group[0][2].shape for f in fixed_parts) else None)
-        lower, upper = interval_from_errors(est, pooled_errors(np.vstack([p[2] for p in group])), level, fixed, rule)
+        # the top-decile widening on the aggregate's own held-out predictions (mean of the references' truths)
+        lower, upper, _ = top_widened_interval(est, pooled_errors(np.vstack([p[2] for p in group])), level, fixed,
+                                               rule, np.mean(np.vstack([p[6] for p in group]), axis=0))
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
         return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)),
                                               finite_or_none(_clip(float(upper), lo_s, hi_s))],
@@ -263,7 +268,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
     out: list[dict[str, Any]] = []
     for t, (_, model_name) in enumerate(targets):
         entries: dict[str, dict[str, Any]] = {}
-        parts: list[tuple[str, float, np.ndarray, float, float, np.ndarray | None]] = []
+        parts: list[Part] = []
         any_extrapolation = False
         for bid in coreset.benchmark_ids:
             pb = per_bench[bid]
@@ -272,13 +277,14 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             lower = _clip(float(pb["lowers"][t]), lo_s, hi_s)
             upper = _clip(float(pb["uppers"][t]), lo_s, hi_s)
             any_extrapolation |= bool(pb["flags"][t])
-            parts.append((prep.capabilities[bid], center, pb["errors"][t], lo_s, hi_s, pb["fixed"][t]))
+            parts.append((prep.capabilities[bid], center, pb["errors"][t], lo_s, hi_s, pb["fixed"][t],
+                          np.asarray(fits[bid]["y_ref"], dtype=float)))
             entries[prep.names[bid]] = {
                 "estimate": center, "interval": [finite_or_none(lower), finite_or_none(upper)], "std_error": None,
                 "predictor": pb["chosen"][t], "extrapolation": bool(pb["flags"][t]), "n_items": int(pb["n"]),
                 "n_total": int(fits[bid]["n_items"]), "calibration": pb["kinds"][t],
                 "interval_rule": rule if pb["fixed"][t] is not None else "conformal",
-                "method": f"{coreset.method}+{pb['chosen'][t]}",
+                "method": f"{coreset.method}+{pb['chosen'][t]}", "top_decile": pb["tops"][t],
             }
         capabilities = {cap: combine([p for p in parts if p[0] == cap]) for cap in dict.fromkeys(p[0] for p in parts)}
         out.append({"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
@@ -289,7 +295,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
 
 def reference_predictions(session: Session, coreset: Coreset, level: float) -> list[dict[str, Any]]:
     """Each reference model's full-benchmark score, true and predicted out of fold, with the interval
-    that :func:`predict` would give it (``interval_from_errors`` on the stored cross-fitted errors).
+    that :func:`predict` would give it (``top_widened_interval`` on the stored cross-fitted errors).
 
     The stored errors are ``y_i - f_{-fold(i)}(i)`` (``evalplan.core.intervals.cross_fitted_errors``), so
     the held-out prediction is ``y_i - error_i``: the whole pipeline, selection included, never saw
@@ -312,9 +318,9 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
         errors = np.asarray(calibration["errors"], dtype=float)
         fixed = calibration.get("fixed_errors")
         held_out = truth - errors
-        lower, upper = interval_from_errors(held_out, errors, level,
-                                            None if fixed is None else np.asarray(fixed, dtype=float),
-                                            interval_rule(coreset))
+        lower, upper, _ = top_widened_interval(held_out, errors, level,
+                                               None if fixed is None else np.asarray(fixed, dtype=float),
+                                               interval_rule(coreset), truth)
         lo_s, hi_s = score_scale(benchmarks[bid])
         for i, name in enumerate(names[:len(truth)]):
             rows.append({"model": name, "benchmark": benchmarks[bid].name, "true": float(truth[i]),
