@@ -16,17 +16,20 @@ from evalplan.kit.validation import finite_or_none
 DESIGN = "design"
 
 
-def _entry(e: DesignEstimate) -> dict[str, Any]:
-    return {"estimate": e.estimate, "interval": [finite_or_none(e.lower), finite_or_none(e.upper)],
+def _entry(e: DesignEstimate, lo: float, hi: float) -> dict[str, Any]:
+    """The response fields of one estimate; the point estimate clipped to the score range as its interval is (a
+    difference estimate can leave it by a little when the drawn residuals are all of one sign)."""
+    return {"estimate": float(min(max(e.estimate, lo), hi)),
+            "interval": [finite_or_none(e.lower), finite_or_none(e.upper)],
             "std_error": finite_or_none(e.std_error), "interval_rule": DESIGN}
 
 
 def design_predict_many(method: str, fits: dict[str, Any], benchmark_ids: list[str], names: dict[str, str],
-                        capabilities: dict[str, str], scales: dict[str, tuple[float, float]],
-                        targets: list[tuple[dict[int, float], str | None]], level: float,
-                        coreset_id: str) -> list[dict[str, Any]]:
+                        capabilities: dict[str, str], targets: list[tuple[dict[int, float], str | None]],
+                        level: float, coreset_id: str) -> list[dict[str, Any]]:
     """One prediction per target (the shape of ``score_predictions.predict_many``'s); every coreset item of
-    every benchmark has a score (checked by the caller). ``extrapolation``: the estimate lies outside the
+    every benchmark has a score (checked by the caller); estimates and intervals lie in each draw's score range.
+    ``extrapolation``: the estimate lies outside the
     references' full-benchmark scores (informative only: the interval does not depend on it)."""
     designs = {bid: DesignCoreset.from_state(fits[bid]["design"]) for bid in benchmark_ids}
     out: list[dict[str, Any]] = []
@@ -42,14 +45,14 @@ def design_predict_many(method: str, fits: dict[str, Any], benchmark_ids: list[s
             flag = bool(e.estimate > y_ref.max() or e.estimate < y_ref.min())
             any_flag |= flag
             parts.append((capabilities[bid], e, design.lo, design.hi))
-            entries[names[bid]] = {**_entry(e), "predictor": DESIGN, "extrapolation": flag, "n_items": int(y.size),
-                                   "n_total": int(fit["n_items"]), "calibration": DESIGN,
+            entries[names[bid]] = {**_entry(e, design.lo, design.hi), "predictor": DESIGN, "extrapolation": flag,
+                                   "n_items": int(y.size), "n_total": int(fit["n_items"]), "calibration": DESIGN,
                                    "method": f"{method}+{DESIGN}"}
 
         def combine(group: list[tuple[str, DesignEstimate, float, float]]) -> dict[str, Any]:
             lo, hi = float(np.mean([g[2] for g in group])), float(np.mean([g[3] for g in group]))
-            return {**_entry(mean_of_estimates([g[1] for g in group], level, lo, hi)), "n_benchmarks": len(group),
-                    "n_benchmarks_total": len(group)}
+            mean = mean_of_estimates([g[1] for g in group], level, lo, hi)
+            return {**_entry(mean, lo, hi), "n_benchmarks": len(group), "n_benchmarks_total": len(group)}
 
         caps = {cap: combine([p for p in parts if p[0] == cap]) for cap in dict.fromkeys(p[0] for p in parts)}
         out.append({"coreset": coreset_id, "model": model_name, "level": level, "benchmarks": entries,

@@ -199,7 +199,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
     errors.raise_if_any("every coreset item of every benchmark needs a score (score-based predictors use them all)")
     if rule == DESIGN:
         return design_predict_many(coreset.method, fits, list(coreset.benchmark_ids), prep.names, prep.capabilities,
-                                   prep.scales, targets, level, coreset.id)
+                                   targets, level, coreset.id)
 
     T = len(targets)
     # per benchmark: (names chosen, centers, lower, upper, calibration kind, errors used) for every target
