@@ -11,7 +11,6 @@ first is what ``./dev.sh`` does for the venv these commands come from); this run
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from sqlalchemy import make_url, select, text
 
 from evalplan.db.models import Worker
 from evalplan.kit.db import make_engine, make_session_factory
-from support.helpers import free_port
+from support.helpers import free_port, stop_process_group
 from support.readme import code_blocks, script_env, section
 from support.service_bringup import Services
 
@@ -122,13 +121,7 @@ def test_production_block_runs_on_postgresql_and_redis(database_url: str, redis_
             assert job["result"]["n_scores"] == 6
         ok = True
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_process_group(proc, timeout=60)
         engine.dispose()
         output = log_path.read_text(errors="replace")
         if not ok:

@@ -22,13 +22,13 @@ import psutil
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
-from test_worker import celery_settings, clean_env, cli, stop
+from test_worker import celery_settings, clean_env, cli
 
 from evalplan.db.models import IdempotencyRecord, Job, Score
 from evalplan.kit.db import make_session_factory
 from evalplan.main import create_app
 from support.browser import _serve
-from support.helpers import free_port, settings_for, wide_csv
+from support.helpers import free_port, settings_for, stop_process_group, wide_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -220,9 +220,9 @@ def test_kill_9_of_the_worker_mid_job_requeues_it_within_the_bound(celery_api: T
         assert requeued < 60.0 and done >= 0
     finally:
         if second is not None:
-            stop(second)
+            stop_process_group(second)
         if first.poll() is None:
-            stop(first)
+            stop_process_group(first)
         print(log_path.read_text(errors="replace")[-4000:])
 
 
@@ -249,7 +249,7 @@ def test_cancel_stops_the_workers_computation_within_seconds(celery_api: TestCli
         assert job.status == "cancelled" and job.result is None
         assert time.monotonic() - cancelled_at < 60
     finally:
-        stop(worker)
+        stop_process_group(worker)
         print(log_path.read_text(errors="replace")[-3000:])
 
 
@@ -357,5 +357,5 @@ def test_kill_9_of_the_pool_child_only_is_redelivered_to_a_new_child(celery_api:
         assert job.status == "succeeded", job.error
         assert job.attempts == 2 and worker.poll() is None
     finally:
-        stop(worker)
+        stop_process_group(worker)
         print(log_path.read_text(errors="replace")[-3000:])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from evalplan.kit.settings import Settings
 from evalplan.main import create_app
 from evalplan.workers.dispatch import CeleryDispatcher
 from support.helpers import settings_for as make_test_settings
-from support.helpers import wait_for_job
+from support.helpers import stop_process_group, wait_for_job
 from support.lm_eval_logs import make_docs, samples_filename, samples_log_bytes, samples_log_records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,18 +36,6 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "evalplan.cli", *args]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Warm shutdown of the worker we started (its own process group), then kill if it lingers."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def celery_settings(pg_url: str, redis_url: str, **overrides: object) -> Settings:
@@ -128,7 +115,7 @@ def test_real_worker_runs_stats_and_large_import(pg_engine: Engine, redis_db: st
             assert client.get("/v1/models/worker-bad").status_code == 404
         ok = True
     finally:
-        stop(proc)
+        stop_process_group(proc)
         output = log_path.read_text(errors="replace")
         print(f"--- worker output ({time.monotonic() - started:.1f}s) ---\n{output}")
     assert ok

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -186,3 +187,16 @@ def embedded_server(folder: Path, *, env: dict[str, str] | None = None, workers:
             proc.kill()
             out, _ = proc.communicate()
         print(out[-5000:])
+
+
+def stop_process_group(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """Warm shutdown of a process we started in its own process group (SIGTERM to the group), then SIGKILL if it
+    lingers past ``timeout`` seconds; nothing when it has already exited."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
