@@ -310,12 +310,17 @@ def _check_method_share(method: str, share: Any, interval: Any, field: str) -> f
     return float(share)
 
 
+def method_items(k: int, share: float) -> int:
+    """Items of a design coreset's budget ``k`` that the method selects and the design takes whole."""
+    return int(round(share * k))
+
+
 def design_counts(counts: list[int], sizes: list[int], names: list[str], share: float) -> list[tuple[int, int]]:
     """Per benchmark (items the method selects and the design takes whole, items drawn) for ``params.interval:
     "design"``; :class:`InvalidInput` (at ``budget``) where fewer than 2 would be drawn from the items left."""
     out, errors = [], ErrorCollector()
     for name, k, n in zip(names, counts, sizes):
-        fixed = int(round(share * k))
+        fixed = method_items(k, share)
         drawn = k - fixed
         if not (2 <= drawn <= n - fixed or drawn == n - fixed == 0):
             errors.add(f"benchmark {name!r}: a budget of {k} of its {n} items leaves {drawn} to draw; a design "
@@ -546,7 +551,7 @@ def _design_fit(method: str, params: dict[str, Any], seed: int, k: int, Y: np.nd
     lo, hi = score_range
     if not (np.isfinite(lo) and np.isfinite(hi)):
         lo, hi = (float(Y.min()) if not np.isfinite(lo) else lo), (float(Y.max()) if not np.isfinite(hi) else hi)
-    fixed_k = int(round(float(params.get("method_share", DEFAULT_METHOD_SHARE)) * k))
+    fixed_k = method_items(k, float(params.get("method_share", DEFAULT_METHOD_SHARE)))
     fixed = (np.asarray(_fit_selector(method, params, seed, fixed_k, Y).ranking_, dtype=np.int64) if fixed_k
              else np.zeros(0, dtype=np.int64))
     design = design_coreset(Y, k, seed=seed, score_range=(lo, hi), take_all=fixed.tolist())
