@@ -55,6 +55,21 @@ def test_single_item_never_claims_zero_width() -> None:
     assert unbounded["interval"] == [-math.inf, math.inf]
 
 
+def test_one_benchmark_aggregate_is_that_benchmark() -> None:
+    # issue 34: one 1-item benchmark gave the benchmark Wilson's [0.207, 1] but capability and overall
+    # a normal interval around the mean, [0.603, 1]; an aggregate of one benchmark is that benchmark
+    out = estimate_from_coreset([1.0], [0], [5], ["x"], benchmark_names=["b"])
+    bench = out["benchmarks"]["b"]
+    for aggregate in (out["capabilities"]["x"], out["overall"]):
+        assert aggregate["estimate"] == bench["estimate"]
+        assert aggregate["interval"] == bench["interval"]
+        assert aggregate["std_error"] == bench["std_error"]
+    # a capability of one covered benchmark beside an uncovered one is that benchmark too
+    two = estimate_from_coreset([1.0], [0], [5, 8], ["x", "x"])
+    assert two["capabilities"]["x"]["interval"] == two["benchmarks"][0]["interval"]
+    assert two["overall"]["interval"] == two["benchmarks"][0]["interval"]
+
+
 def test_capability_and_overall_combine_benchmark_variances() -> None:
     scores = [1, 0, 1, 1, 0.2, 0.6]
     labels = [0, 0, 0, 0, 1, 1]

@@ -23,7 +23,8 @@ their empirical coverage on real score data is measured by a bench script. Per b
     distribution on the score range, ``Var = (hi - lo)^2 / (4 n) * (1 - n/N)``;
   - unbounded ones: an infinite interval.
 
-Capability and overall intervals combine the benchmark variances assuming independent benchmarks:
+A capability or the overall score with one covered benchmark is that benchmark (its estimate and interval).
+Otherwise capability and overall intervals combine the benchmark variances assuming independent benchmarks:
 ``Var(mean of B_c estimates) = sum_b Var_b / B_c^2``, centered at the point estimate. Intervals
 are normal-approximation (``z`` for ``level``) and clipped to the score range.
 """
@@ -116,6 +117,7 @@ def estimate_from_coreset(
     z = float(norm.ppf(0.5 + level / 2))
 
     per_b: dict[Any, dict[str, Any]] = {}
+    intervals: list[list[float] | None] = [None] * B
     est = np.full(B, np.nan)
     var = np.full(B, np.nan)
     for b in range(B):
@@ -148,15 +150,18 @@ def estimate_from_coreset(
             else:
                 vb, method = math.inf, "unbounded"
             est[b], var[b] = mean, vb
-            entry.update(estimate=mean, interval=_interval(center, vb, z, lo, hi),
-                         std_error=math.sqrt(vb), method=method)
+            intervals[b] = _interval(center, vb, z, lo, hi)
+            entry.update(estimate=mean, interval=intervals[b], std_error=math.sqrt(vb), method=method)
         per_b[names[b]] = entry
 
     def combine(members: np.ndarray) -> dict[str, Any]:
         covered = members[~np.isnan(est[members])]
         out: dict[str, Any] = {"estimate": None, "interval": None, "std_error": None,
                                "n_benchmarks": int(covered.size), "n_benchmarks_total": int(members.size)}
-        if covered.size:
+        if covered.size == 1:  # the aggregate of one benchmark is that benchmark (its Wilson interval too)
+            b = int(covered[0])
+            out.update(estimate=float(est[b]), interval=list(intervals[b] or []), std_error=math.sqrt(var[b]))
+        elif covered.size:
             e = float(est[covered].mean())
             vc = float(var[covered].sum()) / covered.size ** 2
             lo = min(ranges[b][0] for b in covered)
