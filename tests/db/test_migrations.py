@@ -121,6 +121,15 @@ def test_models_define_the_core_tables() -> None:
     assert "scores" in view_metadata.tables  # the per-cell view of score_rows (created by the migrations)
 
 
+def test_migration_files_sort_in_chain_order() -> None:
+    # issue 36: `ls` of the versions folder reads as the revision chain (base first, head last); a file
+    # added on top of the head sorts after it as long as it takes the next number
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    chain = [Path(rev.path).name for rev in reversed(list(script.walk_revisions()))]
+    assert chain == sorted(chain), chain
+    assert all(name[:4].isdigit() for name in chain), chain
+
+
 def test_round_trip_on_fresh_sqlite(sqlite_url: str) -> None:
     check_round_trip(sqlite_url)
 
