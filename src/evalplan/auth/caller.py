@@ -21,15 +21,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import secrets
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from limits import RateLimitItemPerMinute
+from limits.errors import StorageError
+from limits.storage import MemoryStorage, RedisStorage
+from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy import select
 from starlette.types import Scope
 
@@ -85,32 +87,49 @@ def hash_token(token: str) -> str:
 
 
 class FailureLimiter:
-    """Failed authentication attempts per client address over a sliding minute (one process's view:
-    the fallback when no Redis is configured, and when Redis does not answer)."""
+    """Failed authentication attempts per client address over a sliding minute: the ``limits`` package's
+    moving window (each failed attempt a hit; an address with ``per_minute`` hits in the last 60 s is refused).
 
-    def __init__(self, per_minute: int) -> None:
+    With ``redis_url`` the window lives in Redis (``evalplan:auth-failures/<address>/...`` keys), shared by
+    every API process; without it, in this process's memory (``limits``' expiring memory storage, so an
+    address sweep costs no lasting memory). Should Redis not answer, this process's own memory window takes
+    over for that call (logged), so an outage degrades to the per-process limit instead of to no limit or to
+    refusing every request."""
+
+    KEY_PREFIX = "evalplan"
+
+    def __init__(self, per_minute: int, redis_url: str | None = None) -> None:
         self.per_minute = per_minute
-        self._seen: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
+        self.item = RateLimitItemPerMinute(per_minute, namespace="auth-failures")
+        self.local = MovingWindowRateLimiter(MemoryStorage())
+        self.shared: MovingWindowRateLimiter | None = None
+        if redis_url:
+            self.shared = MovingWindowRateLimiter(RedisStorage(
+                redis_url, key_prefix=self.KEY_PREFIX, wrap_exceptions=True,
+                socket_connect_timeout=1.0, socket_timeout=1.0))
 
-    def _recent(self, address: str, now: float) -> deque[float]:
-        attempts = self._seen.setdefault(address, deque())
-        while attempts and attempts[0] <= now - 60.0:
-            attempts.popleft()
-        return attempts
+    def _limiters(self) -> list[MovingWindowRateLimiter]:
+        return [self.shared, self.local] if self.shared is not None else [self.local]
 
     def check(self, address: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            attempts = self._recent(address, now)
-            if len(attempts) >= self.per_minute:
-                raise _too_many(address, 60.0 - (now - attempts[0]))
+        """429 when ``address`` failed ``per_minute`` times in the last minute."""
+        for limiter in self._limiters():
+            try:
+                if not limiter.test(self.item, address):
+                    reset_at = limiter.get_window_stats(self.item, address).reset_time
+                    raise _too_many(address, reset_at - time.time())
+                return
+            except StorageError as exc:
+                logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
 
     def fail(self, address: str) -> None:
-        with self._lock:
-            self._recent(address, time.monotonic()).append(time.monotonic())
-            if len(self._seen) > 10_000:  # bound the memory an address sweep can take
-                self._seen = {a: d for a, d in self._seen.items() if d}
+        """Count one failed attempt of ``address``."""
+        for limiter in self._limiters():
+            try:
+                limiter.hit(self.item, address)
+                return
+            except StorageError as exc:
+                logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
 
 
 def _too_many(address: str, wait_s: float) -> TooManyRequests:
@@ -118,56 +137,6 @@ def _too_many(address: str, wait_s: float) -> TooManyRequests:
     return TooManyRequests(f"too many failed authentication attempts from {address}; retry later",
                            [{"header": "Authorization", "detail": f"retry after {retry} s"}],
                            headers={"Retry-After": str(retry)})
-
-
-class RedisFailureLimiter:
-    """The same sliding minute shared by every API process through Redis (``EVALPLAN_REDIS_URL``).
-
-    One sorted set per address, ``evalplan:auth-failures:<address>``, holds a member per failed attempt
-    scored by its wall-clock time; ``check`` drops members older than 60 s and counts the rest, ``fail``
-    adds one and lets the key expire after a minute of quiet. Should Redis not answer, the process's own
-    :class:`FailureLimiter` takes over for that call (logged), so an outage degrades to the per-process
-    limit instead of to no limit or to refusing every request."""
-
-    PREFIX = "evalplan:auth-failures:"
-
-    def __init__(self, per_minute: int, url: str) -> None:
-        import redis  # noqa: PLC0415 - only servers configured with Redis need it
-
-        self.per_minute = per_minute
-        self.client = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
-        self.fallback = FailureLimiter(per_minute)
-        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
-
-    def _key(self, address: str) -> str:
-        return self.PREFIX + address
-
-    def check(self, address: str) -> None:
-        now = time.time()
-        try:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zremrangebyscore(self._key(address), "-inf", now - 60.0)
-            pipe.zcard(self._key(address))
-            pipe.zrange(self._key(address), 0, 0, withscores=True)
-            _, count, oldest = pipe.execute()
-        except self._errors as exc:
-            logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
-            self.fallback.check(address)
-            return
-        if int(count) >= self.per_minute:
-            first = float(oldest[0][1]) if oldest else now
-            raise _too_many(address, 60.0 - (now - first))
-
-    def fail(self, address: str) -> None:
-        now = time.time()
-        try:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zadd(self._key(address), {f"{now!r}:{secrets.token_hex(4)}": now})
-            pipe.expire(self._key(address), 61)
-            pipe.execute()
-        except self._errors as exc:
-            logger.warning("auth failure limiter: Redis unavailable (%s); using this process's count", exc)
-            self.fallback.fail(address)
 
 
 def _challenge(detail: str, error: str = "invalid_token") -> Unauthorized:
@@ -193,7 +162,7 @@ def required_scope(request: Request) -> str:
     return "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
 
 
-def _limiter(request: Request) -> FailureLimiter | RedisFailureLimiter:
+def _limiter(request: Request) -> FailureLimiter:
     """The app's limiter: shared through Redis when ``redis_url`` is set, else this process's own."""
     state = request.app.state
     limiter = getattr(state, "auth_limiter", None)
@@ -202,8 +171,7 @@ def _limiter(request: Request) -> FailureLimiter | RedisFailureLimiter:
             limiter = getattr(state, "auth_limiter", None)
             if limiter is None:
                 settings = state.settings
-                limiter = (RedisFailureLimiter(settings.auth_failures_per_minute, settings.redis_url)
-                           if settings.redis_url else FailureLimiter(settings.auth_failures_per_minute))
+                limiter = FailureLimiter(settings.auth_failures_per_minute, settings.redis_url or None)
                 state.auth_limiter = limiter
     return limiter
 
