@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evalplan.kit.errors import EvalplanError
 from evalplan.kit.observability import REQUEST_ID
+from evalplan.kit.request_errors import plain_errors
 
 log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -99,15 +100,13 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": _jsonable(list(e.get("loc", ()))), "field": ".".join(str(p) for p in e.get("loc", ())[1:]) or None,
-             "detail": e.get("msg", "invalid"), "type": e.get("type")}
-            for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"loc": [], "detail": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"]) or "request"
-        return problem_response(422, "Invalid request", f"{where}: {first['detail']}",
-                                instance=request.url.path, slug="invalid-request", errors=errors)
+        route = request.scope.get("route")
+        body_field = getattr(route, "body_field", None)
+        model = getattr(getattr(body_field, "field_info", None), "annotation", None)
+        detail, errors = plain_errors(exc.errors(), body=exc.body, content_type=request.headers.get("content-type"),
+                                      model=model)
+        return problem_response(422, "Invalid request", detail, instance=request.url.path, slug="invalid-request",
+                                errors=[{**e, "loc": _jsonable(e["loc"])} for e in errors])
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
