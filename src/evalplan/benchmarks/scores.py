@@ -70,7 +70,22 @@ def upload_scores(session: Session, benchmark: Benchmark, body: bytes, content_t
                   metric: str | None, max_items: int | None = None) -> dict[str, Any]:
     metric = check_metric(metric or benchmark.default_metric)
     upload = parse_score_body(body, content_type, benchmark, max_items)
+    refuse_empty(upload, content_type)
     return store_upload(session, benchmark, upload, metric)
+
+
+def refuse_empty(upload: ScoreUpload, content_type: str) -> None:
+    """422 for an upload without a single score (a CSV header without model rows, rows of empty cells, ``[]``):
+    nothing is stored, no model or item is created and the data version stays (issue 34, failure 4)."""
+    if upload.n_scores:
+        return
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        where = {"row": 0, "detail": "no {model, item, score} rows"}
+    elif upload.model_names:
+        where = {"row": 2, "detail": f"{len(upload.model_names)} model row(s), every cell empty"}
+    else:
+        where = {"row": 2, "detail": "the header is not followed by any model row"}
+    raise InvalidInput("the upload holds no scores; nothing was stored", [where])
 
 
 def download_csv(session: Session, benchmark: Benchmark, metric: str | None) -> str:
