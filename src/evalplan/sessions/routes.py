@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
 
 from evalplan.auth.audit import change_visibility, record
 from evalplan.auth.deps import DbSession
 from evalplan.charts.http import chart_response
-from evalplan.core.sequential.methods import ALIASES
+from evalplan.core.sequential.methods import ALIASES, method_table
 from evalplan.kit.deps import Pagination
 from evalplan.kit.schemas import VisibilityPatch
 from evalplan.sessions import plots as session_plots
@@ -27,6 +27,7 @@ from evalplan.sessions.schemas import (
 from evalplan.sessions.validation import ObservationIn
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+METHODS_PATH = "/v1/sessions/methods"  # the method table; a former method name's Deprecation header links here
 
 
 @router.post("", status_code=201, response_model=SessionOut, response_model_exclude_unset=True)
@@ -42,8 +43,17 @@ def create_session(body: SessionCreate, session: DbSession, response: Response) 
     response.headers["Location"] = f"/v1/sessions/{row.id}"
     if body.method in ALIASES:  # a former name (docs/SEQUENTIAL.md): answered with the public name
         response.headers["Deprecation"] = "true"
-        response.headers["Link"] = '</docs/SEQUENTIAL.md>; rel="deprecation"'
+        response.headers["Link"] = f'<{METHODS_PATH}>; rel="deprecation"; type="application/json"'
     return SessionOut.model_validate(views.session_view(session, row))
+
+
+@router.get("/methods")
+def list_methods() -> dict[str, Any]:
+    """The session methods: the defaults, per public method its summary, `method_params` keys, multi-target
+    support, interval kinds, whether it takes hyperparameters and whether it takes only the items it proposes;
+    and the former names (accepted with a `Deprecation` header whose `Link` is this page) with what they
+    resolve to."""
+    return method_table()
 
 
 @router.post("/{session_id}/observations", response_model=SessionOut, response_model_exclude_unset=True)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from evalplan.core.sequential import METHODS
-from evalplan.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime, Visibility
+from evalplan.kit.schemas import MAX_COUNT, NameText, RequestModel, Seed, UtcDatetime, Visibility
 
 
 class StopIn(RequestModel):
@@ -30,9 +30,9 @@ class MaxItemsFraction(RequestModel):
 class SessionCreate(RequestModel):
 
     benchmark: str = Field(description="Benchmark id or name.")
-    target: str | None = Field(None, description="The evaluated model's name (it need not exist yet). "
+    target: NameText | None = Field(None, description="The evaluated model's name (it need not exist yet). "
                                                  "Exactly one of target and targets.")
-    targets: list[str] | None = Field(None, description="Multi-target session (extension): two or more distinct "
+    targets: list[NameText] | None = Field(None, description="Multi-target session (extension): two or more distinct "
                                                        "model names, evaluated jointly; instead of target.")
     n_latent: StrictInt | None = Field(None, le=MAX_COUNT,
                                        description="Multi-target only: number of latent GPs (default 2).")
@@ -184,6 +184,7 @@ class ObservationOut(BaseModel):
     target: str | None
     created_at: UtcDatetime | None
     probability: float | None = None  # active_design: the recorded inclusion probability of the draw
+    off_design: bool | None = None  # active_design: an item it did not propose (known exactly, no design term)
 
 
 class ObservationList(BaseModel):

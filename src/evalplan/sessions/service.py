@@ -58,7 +58,9 @@ from evalplan.sessions.validation import (
     config_dict,
     config_of,
     n_latent_of,
+    off_design_conflict,
     previous_scores,
+    refuses_unproposed,
     resolve_previous,
     resolve_references,
     resolve_targets,
@@ -180,7 +182,10 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
                                [{"field": "observations", "detail": f"status is stopped ({row.stop_reason})"}])
             entry = load_prior(session, row.prior_key)
             new, n_stored = validate_observations(session, row, benchmark, entry, observations)
-            cached = _record(session, row, benchmark, entry, new, n_stored) if new else None
+            position = {}  # item id -> its first index in the request (the located 409 names it)
+            for k, o in enumerate(observations):
+                position.setdefault(o.item, k)
+            cached = _record(session, row, benchmark, entry, new, n_stored, position) if new else None
             session.commit()
         except BaseException:
             session.rollback()
@@ -191,15 +196,26 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
 
 
 def _record(session: Session, row: EvalSession, benchmark: Benchmark, entry: PriorEntry,
-            new: list[tuple[int, int, str, float]], n: int) -> tuple[tuple[str, int], Any, int | None]:
+            new: list[tuple[int, int, str, float]], n: int,
+            position: dict[str, int] | None = None) -> tuple[tuple[str, int], Any, int | None]:
     """Store the observations, advance the estimator and the row; returns the cache entry (key,
-    estimator, its byte size when known) to keep once the transaction commits."""
+    estimator, its byte size when known) to keep once the transaction commits. A session that takes only the
+    items it proposes (``validation.refuses_unproposed``) accepts the ones proposed when the request came or
+    after its earlier observations; any other is 409 (issue 32 item 9), nothing stored."""
     estimator, nbytes = cache.take_estimator((row.id, n))
     if estimator is None:
         estimator = replay(session, row, entry, benchmark)
     rows = [SessionObservation(session_id=row.id, seq=n + k, target_index=t, item_pk=pk, item_id=item_id, score=score)
             for k, (t, pk, item_id, score) in enumerate(new)]
-    for obs, (t, pk, _, score) in zip(rows, new):
+    guard = refuses_unproposed(row)
+    proposed = set(row.next_items or [])  # what the session proposed when the request came
+    for obs, (t, pk, item_id, score) in zip(rows, new):
+        if guard and not estimator.stopped and item_id not in proposed:
+            now = [entry.item_ids[j] for j in estimator.propose()]  # after this request's earlier observations
+            if item_id not in now:
+                named = list(dict.fromkeys([*(row.next_items or []), *now]))
+                raise off_design_conflict((position or {}).get(item_id, 0), item_id, named)
+            proposed.update(now)
         if feed(estimator, t, entry.index_of_pk[pk], score):
             obs.probability = drawn_probability(estimator)
     session.add_all(rows)

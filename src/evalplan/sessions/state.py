@@ -67,9 +67,18 @@ def apply_state(row: EvalSession, estimator: Any, entry: PriorEntry) -> None:
     row.ci_lo, row.ci_hi = finite_or_none(lo), finite_or_none(hi)
     row.hyperparameters = json.loads(json.dumps(estimator.hyperparameters, default=float)) \
         if estimator.hyperparameters is not None else None
+    design = (row.hyperparameters or {}).get("design")
+    if isinstance(design, dict):  # a design-based method: how many observations were not its draws
+        design["n_off_design"] = n_off_design(estimator)
     row.status = "stopped" if estimator.stopped else "active"
     row.stop_reason = estimator.stop_reason if estimator.stopped else None
     row.next_items = [] if estimator.stopped else [entry.item_ids[j] for j in estimator.propose()]
+
+
+def n_off_design(estimator: Any) -> int:
+    """Observations of items the design did not propose (issue 32 item 9): in ``active_design`` they are known
+    exactly and enter no design term, so their recorded probability is None."""
+    return sum(1 for r in getattr(estimator, "trajectory", ()) if "probability" in r and r["probability"] is None)
 
 
 def _apply_multi_state(row: EvalSession, estimator: MultiTargetEstimator, entry: PriorEntry) -> None:

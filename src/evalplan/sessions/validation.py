@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.service import scale_of, score_range
 from evalplan.core.sequential import DEFAULT_METHOD, METHODS, SessionConfig
-from evalplan.core.sequential.methods import ALIASES
+from evalplan.core.sequential.methods import (
+    ALIASES,
+    DEFAULT_MULTI_TARGET_METHOD,
+    METHOD_SPECS,
+    MULTI_TARGET_METHODS,
+)
 from evalplan.core.sequential.stopping import StopRule, resolve_max_items
 from evalplan.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
@@ -22,7 +27,7 @@ from evalplan.models.service import check_reference_form
 from evalplan.sessions.priors import PriorEntry
 from evalplan.sessions.schemas import SessionCreate
 
-MULTI_METHODS = ("bayesame", "bayesame_rs")
+MULTI_METHODS = MULTI_TARGET_METHODS
 CONFIG_FIELDS = ("epsilon1", "epsilon2", "window", "refit_every", "max_items", "batch_size",
                  "hyperparameters", "seed", "stop", "level", "interval_kind", "method_params")
 PAPER_RULE_FIELDS = ("epsilon1", "epsilon2", "window")
@@ -37,7 +42,7 @@ def resolved_method(request: SessionCreate) -> str:
     multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
     if request.method is not None:
         return request.method
-    return "bayesame" if request.targets is not None else DEFAULT_METHOD
+    return DEFAULT_MULTI_TARGET_METHOD if request.targets is not None else DEFAULT_METHOD
 
 
 def _field_of(message: str) -> str:
@@ -346,6 +351,34 @@ def validate_observations(session: Session, row: EvalSession, benchmark: Benchma
     if conflicts:
         raise Conflict(f"conflicting score for an already observed item: {conflicts[0]['detail']}", conflicts)
     return new, n_stored
+
+
+def refuses_unproposed(row: EvalSession) -> bool:
+    """Whether the session takes only the items it proposes (issue 32 item 9): a single-target ``random``
+    session (its sample mean and exact interval hold for a uniform random sample only), ``refgp`` with the
+    difference estimator's design variance (``variance: design_loo``, the former ``refgp_dr``), and a session whose
+    ``stop.anytime_valid`` betting confidence sequence assumes uniform random draws (every method but
+    ``active_design``, whose own sequence is anytime-valid). Elsewhere any not-yet-observed item is accepted
+    (API.md): the model-based methods condition on what was observed, and ``active_design`` counts an item it
+    did not propose as known exactly and never as a draw (``design.n_off_design``), which keeps its interval
+    valid."""
+    if row.targets:
+        return False
+    config = row.config or {}
+    anytime = bool((config.get("stop") or {}).get("anytime_valid"))
+    difference = row.method == "refgp" and (config.get("method_params") or {}).get("variance") == "design_loo"
+    spec = METHOD_SPECS.get(row.method)
+    return (spec is not None and spec.only_proposed_items) or difference or (anytime and row.method != "active_design")
+
+
+def off_design_conflict(k: int, item: str, proposed: list[str]) -> Conflict:
+    """409 for observation ``k`` of an item the session did not propose (``refuses_unproposed``), naming the
+    proposed ones."""
+    shown = ", ".join(repr(p) for p in proposed[:20]) + (" ..." if len(proposed) > 20 else "")
+    return Conflict(f"item {item!r} was not proposed by this session; its interval is valid only for the items it "
+                    f"proposes: post one of {shown or '(none)'}",
+                    [{"field": f"observations.{k}.item", "item": item, "proposed": proposed[:100],
+                      "detail": f"not proposed; the session proposes {shown or 'nothing'}"}])
 
 
 def stored_scores(session: Session, session_id: str, pks: list[int]) -> tuple[dict[tuple[int, int], float], int]:

@@ -111,8 +111,11 @@ def list_observations(session: Session, row: EvalSession, *, limit: int, cursor:
     page = keyset_page(session, stmt, SessionObservation.seq, limit=limit, cursor=cursor, what="observation",
                        descending=True)
     names: list[str] = list(row.targets or [row.target or ""])
+    design = row.method == "active_design"  # its draws record a probability; an item it did not propose has none
     return Page([{"n": o.seq + 1, "item": o.item_id, "score": o.score, "target": names[o.target_index],
-                  "created_at": o.created_at, "probability": o.probability} for o in page.items], page.next_cursor)
+                  "created_at": o.created_at, "probability": o.probability,
+                  **({"off_design": o.probability is None} if design else {})} for o in page.items],
+                page.next_cursor)
 
 
 def find_observations(session: Session, row: EvalSession, item: str) -> Page[dict[str, Any]]:

@@ -4,11 +4,22 @@ CLI and the backtests). ``DEFAULT_METHOD`` is what a session without ``method`` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from .active_design import ActiveDesignEstimator
-from .config import BAYESAME_METHODS, METHODS, PUBLIC_METHODS, REFGP_VARIANTS, SessionConfig, refgp_params
+from .config import (
+    ACTIVE_DESIGN_PARAMS,
+    BAYESAME_METHODS,
+    INTERVAL_KINDS,
+    METHODS,
+    PUBLIC_METHODS,
+    REFGP_CHOICES,
+    REFGP_VARIANTS,
+    SessionConfig,
+    refgp_params,
+)
 from .estimator import SequentialEstimator
 from .fluid_irt import FluidIRTEstimator
 from .prior import BucketPrior
@@ -51,7 +62,60 @@ ESTIMATORS: dict[str, Any] = {
 assert tuple(ESTIMATORS) == METHODS
 #: former names -> (public name, parameters): still accepted, answered with the public name (API: Deprecation header)
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {old: ("refgp", dict(p)) for old, p in REFGP_VARIANTS.items()}
-__all__ = ["ALIASES", "BAYESAME_METHODS", "DEFAULT_METHOD", "ESTIMATORS", "PUBLIC_METHODS", "make_estimator"]
+#: the multi-target default (the joint LMC model of papers/004 §3.2 is built on BayesAME's buckets)
+DEFAULT_MULTI_TARGET_METHOD = "bayesame"
+MULTI_TARGET_METHODS = ("bayesame", "bayesame_rs")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One public session method as the service offers it (``GET /v1/sessions/methods``)."""
+
+    name: str
+    summary: str
+    params: tuple[str, ...]  # the keys its ``method_params`` take (empty: none)
+    multi_target: bool  # usable with ``targets``
+    interval_kinds: tuple[str, ...]  # the ``interval_kind`` values it takes (empty: the field is refused)
+    takes_hyperparameters: bool
+    only_proposed_items: bool  # an item it did not propose is 409 (issue 32 item 9)
+
+
+METHOD_SPECS: dict[str, MethodSpec] = {s.name: s for s in (
+    MethodSpec("active_design", "the default: items drawn at random with recorded probabilities, a working model's "
+               "prediction plus inverse-probability-weighted residuals, an anytime-valid confidence sequence",
+               tuple(ACTIVE_DESIGN_PARAMS), False, INTERVAL_KINDS, False, False),
+    MethodSpec("bayesame", "papers/004 exactly (BayesAME), with the paper's stopping rule by default", (), True, (),
+               True, False),
+    MethodSpec("bayesame_rs", "papers/004's bucket model with uniform random items", (), True, (), True, False),
+    MethodSpec("rs_mean", "papers/004's random-sampling baseline (sample mean, normal interval)", (), False, (), True,
+               False),
+    MethodSpec("random", "uniform items, sample mean, exact finite-population interval", (), False, (), False, True),
+    MethodSpec("refgp", "the reference-score GP family; its variant in method_params", tuple(sorted(REFGP_CHOICES))
+               + ("directions",), False, (), False, False),
+    MethodSpec("proeval_bq", "ProEval's Bayesian quadrature (BQ-SF)", (), False, (), False, False),
+    MethodSpec("fluid_irt", "Fluid Benchmarking (IRT ability, Fisher-information selection)", (), False, (), False,
+               False),
+)}
+assert set(METHOD_SPECS) == set(PUBLIC_METHODS)
+
+
+def method_table() -> dict[str, Any]:
+    """The session methods as JSON (``GET /v1/sessions/methods``, the ``Link`` of a former name's ``Deprecation``
+    header): the defaults, one entry per public method, and the former names with what they resolve to."""
+    return {
+        "default": DEFAULT_METHOD, "default_multi_target": DEFAULT_MULTI_TARGET_METHOD,
+        "methods": [{"name": s.name, "summary": s.summary, "method_params": list(s.params),
+                     "multi_target": s.multi_target, "interval_kinds": list(s.interval_kinds),
+                     "hyperparameters": s.takes_hyperparameters, "only_proposed_items": s.only_proposed_items}
+                    for s in METHOD_SPECS.values()],
+        "deprecated": [{"name": old, "method": name, "method_params": dict(params),
+                        "note": f"a former name: give method {name!r} with these method_params"}
+                       for old, (name, params) in ALIASES.items()],
+    }
+
+
+__all__ = ["ALIASES", "BAYESAME_METHODS", "DEFAULT_METHOD", "DEFAULT_MULTI_TARGET_METHOD", "ESTIMATORS",
+           "METHOD_SPECS", "PUBLIC_METHODS", "make_estimator", "method_table"]
 
 
 def make_estimator(prior: BucketPrior, config: SessionConfig,
