@@ -173,3 +173,18 @@ def test_pages_render_the_table(client: TestClient) -> None:
     assert "table class=\"leaderboard\"" in r.text and "m7" in r.text and "format=csv" in r.text
     assert client.get("/ui/leaderboard", params={"benchmarks": "alpha,nope"}).status_code == 404
     assert client.get("/ui/leaderboard", params={"benchmarks": "alpha", "sort": "x"}).status_code == 422
+
+
+def test_every_page_links_the_leaderboard_and_its_picker(client: TestClient) -> None:
+    # issue 34: a Leaderboard link in the navigation; without benchmarks the page offers them to pick
+    upload_matrix(client, "alpha", matrix(0), NAMES, ITEMS)
+    upload_matrix(client, "beta", matrix(1), NAMES, ITEMS)
+    for path in ("/ui/", "/ui/benchmarks/alpha", "/ui/similarity", "/ui/leaderboard?benchmarks=alpha"):
+        page = client.get(path)
+        assert page.status_code == 200, (path, page.text[:500])
+        assert '<a href="/ui/leaderboard"' in page.text and ">Leaderboard</a>" in page.text, path
+    picker = client.get("/ui/leaderboard")
+    assert picker.status_code == 200 and 'aria-current="page">Leaderboard' in picker.text
+    assert 'name="benchmarks" value="alpha"' in picker.text and 'name="benchmarks" value="beta"' in picker.text
+    chosen = client.get("/ui/leaderboard?benchmarks=alpha&benchmarks=beta")  # what the picker's form sends
+    assert chosen.status_code == 200 and "Leaderboard: alpha, beta" in chosen.text

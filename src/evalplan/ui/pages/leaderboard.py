@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from evalplan.auth.deps import DbSession
+from evalplan.benchmarks import service as benchmark_service
 from evalplan.leaderboard import service
 from evalplan.ui.pages.home import Cursor
 from evalplan.ui.routing import page_router
@@ -46,12 +47,21 @@ def leaderboard_context(request: Request, session: Session, benchmarks: list[str
             "full_href": f"{root}/ui/leaderboard?{urlencode({'benchmarks': names})}"}
 
 
+PICKER_LIMIT = 200
+
+
 @router.get("/ui/leaderboard")
 def leaderboard_page(request: Request, session: DbSession,
-                     benchmarks: Annotated[str, Query(description="Comma-separated benchmark names")],
+                     benchmarks: Annotated[list[str] | None, Query(description="Benchmark names, comma-separated "
+                                                                               "or repeated; none: a picker")] = None,
                      sort: Annotated[str | None, Query()] = None,
                      order: Annotated[Literal["desc", "asc"], Query()] = "desc", cursor: Cursor = None) -> Response:
-    names = service.parse_benchmarks(benchmarks)
+    """The leaderboard of the named benchmarks; without any (the navigation's link), a form to pick them."""
+    if not any(b.strip() for b in benchmarks or []):
+        page = benchmark_service.list_benchmarks(session, limit=PICKER_LIMIT, cursor=None)
+        return render(request, "leaderboard.html", nav="leaderboard", board=None, candidates=page.items,
+                      more=page.next_cursor is not None)
+    names = service.parse_benchmarks(",".join(benchmarks or []))
     context = leaderboard_context(request, session, names, sort=sort, order=order, cursor=cursor,
                                   page_path="/ui/leaderboard", extra={"benchmarks": ",".join(names)})
-    return render(request, "leaderboard.html", **context)
+    return render(request, "leaderboard.html", nav="leaderboard", **context)
