@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from evalplan.core.sequential import METHODS
-from evalplan.kit.schemas import MAX_COUNT, NameText, RequestModel, Seed, UtcDatetime, Visibility
+from evalplan.kit.schemas import MAX_COUNT, RequestModel, Seed, UtcDatetime, Visibility
 
 
 class StopIn(RequestModel):
@@ -30,9 +30,9 @@ class MaxItemsFraction(RequestModel):
 class SessionCreate(RequestModel):
 
     benchmark: str = Field(description="Benchmark id or name.")
-    target: NameText | None = Field(None, description="The evaluated model's name (it need not exist yet). "
+    target: str | None = Field(None, description="The evaluated model's name (it need not exist yet). "
                                                  "Exactly one of target and targets.")
-    targets: list[NameText] | None = Field(None, description="Multi-target session (extension): two or more distinct "
+    targets: list[str] | None = Field(None, description="Multi-target session (extension): two or more distinct "
                                                        "model names, evaluated jointly; instead of target.")
     n_latent: StrictInt | None = Field(None, le=MAX_COUNT,
                                        description="Multi-target only: number of latent GPs (default 2).")
