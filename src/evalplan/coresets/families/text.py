@@ -38,13 +38,22 @@ from evalplan.coresets.curation import frozen_state
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from evalplan.coresets.repository import load_for_job, save_selection
 from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model, Score
-from evalplan.embeddings.repository import load_embeddings
-from evalplan.embeddings.service import ensure_embeddings
+from evalplan.embeddings.repository import (
+    benchmark_texts,
+    cached_embeddings,
+    load_embeddings,
+    no_text_error,
+    resolve_benchmarks,
+)
+from evalplan.embeddings.service import ensure_embeddings, missing_embedding_package, needs_worker_extra
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 from evalplan.kit.jobs import JobContext
+from evalplan.kit.settings import get_settings
 from evalplan.kit.validation import check_selector_params, json_safe
 from evalplan.models.service import get_reference_models
 
+#: methods that use only the items' benchmark labels, never their embeddings (papers/000 §4.2 baselines)
+NO_EMBEDDING_METHODS = ("random", "stratified_random")
 STRATIFIED_BY_DEFAULT = {"facility_location": True, "stratified_random": True, "facility_location_hybrid": True}
 ALL_TEXT_METHODS: dict[str, type[TextSelector]] = {**TEXT_METHODS, **REFERENCE_TEXT_METHODS}
 MIN_HYBRID_REFERENCES = 3  # the vs_random backtest cross-fits the strata on 3 folds of the references
@@ -82,6 +91,7 @@ class TextFamily:
                            "(upload items with POST /v1/benchmarks/{benchmark}/items)", field="benchmarks",
                            benchmark=b.name)
         errors.raise_if_any("benchmarks cannot be used")
+        check_embedder_installed(session, request, benchmarks)
         sizes = [counts[b.id][1] for b in benchmarks]
         stratified = bool(request.params.get("stratify", STRATIFIED_BY_DEFAULT.get(request.method, False)))
         plan = plan_budget(request.budget, sizes, [b.name for b in benchmarks], stratified)
@@ -164,6 +174,32 @@ def check_hybrid_references(session: Session, method: str, benchmarks: list[Benc
             errors.add(f"benchmark {b.name!r} has scores of {found} of the reference models; {method!r} needs at "
                        f"least {MIN_HYBRID_REFERENCES}", field="reference_models", benchmark=b.name, found=found)
     errors.raise_if_any("reference models without scores")
+
+
+def check_embedder_installed(session: Session, request: CoresetRequest, benchmarks: list[Benchmark]) -> None:
+    """Embedded mode (jobs in this process): 422 naming the ``[worker]`` extra when ``request.method`` needs
+    embeddings that are not cached and the packages that compute them are missing (a base install)."""
+    model_name = str(request.embedding_model)
+    if request.method in NO_EMBEDDING_METHODS or get_settings().uses_celery:
+        return
+    package = missing_embedding_package(model_name)
+    if package is None:
+        return
+    hashes = [h for b in benchmarks for h in benchmark_texts(session, b).hashes]
+    if len(cached_embeddings(session, hashes, model_name)) < len(set(hashes)):
+        raise needs_worker_extra(model_name, package, field="method")
+
+
+def text_items(session: Session, benchmark_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(item_pks, labels, X)`` of the items with text, in :func:`load_embeddings`' order (benchmark by benchmark,
+    items by pk), for the methods that use only the benchmark labels: ``X`` is a placeholder column of zeros."""
+    per_benchmark = [benchmark_texts(session, b) for b in resolve_benchmarks(session, benchmark_ids)]
+    for bt in per_benchmark:
+        if not bt.item_pks:
+            raise no_text_error(bt.name, bt.n_without_text)
+    item_pks = np.array([pk for bt in per_benchmark for pk in bt.item_pks], dtype=np.int64)
+    labels = np.concatenate([np.full(len(bt.item_pks), b, dtype=np.int32) for b, bt in enumerate(per_benchmark)])
+    return item_pks, labels, np.zeros((len(item_pks), 1), dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- the job
@@ -299,10 +335,16 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
     method, params, seed = coreset.method, dict(coreset.params or {}), coreset.seed
     references, model_name = coreset.reference_models, str(coreset.embedding_model)
 
-    embed_summary = ensure_embeddings(ctx.session_factory, benchmark_ids, model_name,
-                                      progress=lambda f: ctx.progress(0.6 * f))
+    if method in NO_EMBEDDING_METHODS:
+        embed_summary: dict[str, Any] = {"skipped": f"method {method!r} needs no embeddings"}
+        with ctx.session_factory() as session:
+            item_pks, labels, embeddings = text_items(session, benchmark_ids)
+    else:
+        embed_summary = ensure_embeddings(ctx.session_factory, benchmark_ids, model_name,
+                                          progress=lambda f: ctx.progress(0.6 * f))
+        with ctx.session_factory() as session:
+            item_pks, labels, embeddings = load_embeddings(session, benchmark_ids, model_name)
     with ctx.session_factory() as session:
-        item_pks, labels, embeddings = load_embeddings(session, benchmark_ids, model_name)
         benchmarks = [session.get_one(Benchmark, b) for b in benchmark_ids]
         capabilities = [b.capability or b.name for b in benchmarks]
         # the backtest's references: the coreset's, else every model with scores on its benchmarks
@@ -326,7 +368,7 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
         rec = vs_random["recommendation"]
         if rec["method"] != method:
             warnings.append(f"backtest on the reference models: {rec['reason']}")
-    elif method not in ("random", "stratified_random"):
+    elif method not in NO_EMBEDDING_METHODS:
         warnings.append(NO_REFERENCES_WARNING)
     ctx.progress(0.9)
     item_pks_arr = np.asarray(item_pks)
