@@ -12,11 +12,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan import charts
+from evalplan.coresets.curation import published_reads
 from evalplan.coresets.families.score_based import SCORE_BASED
 from evalplan.coresets.families.score_predictions import reference_predictions
 from evalplan.coresets.families.text import text_item_counts
 from evalplan.coresets.registry import family_of
 from evalplan.coresets.repository import coreset_rows
+from evalplan.coresets.shared_view import shared_prediction_rows
 from evalplan.db.models import Benchmark, Coreset
 
 OBJECTIVES = {"facility_location": "facility-location objective", "mrmr": "mRMR score",
@@ -25,8 +27,10 @@ OBJECTIVES = {"facility_location": "facility-location objective", "mrmr": "mRMR 
 
 def composition_rows(session: Session, coreset: Coreset, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``{benchmark, capability, selected, total}`` per benchmark of the coreset, in its order."""
-    benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
-    sizes = text_item_counts(session, list(coreset.benchmark_ids))
+    with published_reads(session, coreset):  # a published version's benchmark names and sizes are shared
+        benchmarks = {b.id: b for b in session.scalars(select(Benchmark)
+                                                       .where(Benchmark.id.in_(coreset.benchmark_ids)))}
+        sizes = text_item_counts(session, list(coreset.benchmark_ids))
     selected = Counter(r["benchmark"] for r in items)
     return [{"benchmark": b.name, "capability": b.capability, "selected": selected.get(b.name, 0),
              "total": sizes[b.id][0]} for bid in coreset.benchmark_ids if (b := benchmarks.get(bid)) is not None]
@@ -52,7 +56,9 @@ def prediction_rows(session: Session, coreset: Coreset, level: float | None = No
     family = family_of(coreset.method)
     if coreset.status != "ready" or family.name != "score_based":
         return []
-    return reference_predictions(session, coreset, level or family.default_level)
+    with published_reads(session, coreset):
+        rows = reference_predictions(session, coreset, level or family.default_level)
+    return shared_prediction_rows(session, coreset, rows)  # another team: withheld names as "reference <i>"
 
 
 def prediction_chart(rows: list[dict[str, Any]], level: float | None = None) -> Any | None:

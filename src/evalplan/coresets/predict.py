@@ -6,9 +6,10 @@ from collections import OrderedDict
 from threading import Lock
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evalplan.auth.naming import find_named_many
 from evalplan.benchmarks.service import scale_of
 from evalplan.coresets.curation import published_reads
 from evalplan.coresets.families.base import TargetScores
@@ -26,7 +27,10 @@ def predict(session: Session, coreset: Coreset, *, model: str | None, scores: li
     """Full-benchmark estimates from posted ``scores`` or the stored scores of ``model``."""
     require_ready(coreset)
     cells, benchmarks = _coreset_cells(session, coreset)
-    target = get_model(session, model) if model is not None else None
+    # with posted scores `model` only labels the prediction, as sent: a CI job's new checkpoint need not be
+    # registered, and nothing is stored (issue 32 item 7; docs/API_NOTES.md); without them it names the model
+    # whose stored scores are used (the caller's own first: evalplan.auth.naming)
+    target = get_model(session, model) if model is not None and scores is None else None
     if scores is not None:
         values = _posted_scores(scores, cells, benchmarks)
     elif target is not None:
@@ -52,14 +56,15 @@ def predict_models(session: Session, coreset: Coreset, models: list[str], level:
     one without stored scores on the coreset's items."""
     require_ready(coreset)
     cells, benchmarks = _coreset_cells(session, coreset)
-    found = list(session.scalars(select(Model).where(or_(Model.name.in_(models), Model.id.in_(models)))))
-    by_ref = {**{m.id: m for m in found}, **{m.name: m for m in found}}
+    by_ref = find_named_many(session, Model, models, kind="model")  # one rule with {"model": ...}
     errors = ErrorCollector()
+    targets: list[Model] = []
     for i, ref in enumerate(models):
-        if ref not in by_ref:
+        found = by_ref.get(ref)
+        if found is None:
             raise NotFound(f"model {ref!r} does not exist",
                            [{"field": f"models[{i}]", "detail": f"no model with id or name {ref!r}"}])
-    targets = [by_ref[ref] for ref in models]
+        targets.append(found)
     seen: set[str] = set()
     for i, m in enumerate(targets):
         if m.id in seen:
@@ -127,6 +132,8 @@ def _cells_of(session: Session, coreset: Coreset,
         .join(Item, Item.pk == CoresetItem.item_pk).where(CoresetItem.coreset_id == coreset.id)
     ).all()
     for benchmark_id, item_pk, item_id in rows:
+        if benchmark_id not in benchmarks:  # a public, unpublished coreset on a benchmark the caller cannot read
+            continue
         for ref in (benchmark_id, benchmarks[benchmark_id].name):
             cells[(ref, item_id)] = (benchmark_id, item_pk)
     if coreset.status == "ready":

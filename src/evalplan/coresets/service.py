@@ -20,6 +20,7 @@ from evalplan.coresets import curation
 from evalplan.coresets.families.base import CoresetRequest
 from evalplan.coresets.registry import family_of
 from evalplan.coresets.repository import benchmark_names, coreset_rows, store_pending
+from evalplan.coresets.shared_view import shared_view
 from evalplan.db.models import Coreset, Job
 from evalplan.kit.errors import Conflict
 from evalplan.kit.pagination import Page, keyset_page
@@ -65,7 +66,7 @@ def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
     items = [{k: v for k, v in row.items() if k != "source_index"} for row in coreset_rows(session, coreset)]
     with curation.published_reads(session, coreset):
         names = benchmark_names(session, coreset.benchmark_ids)
-    return {
+    return shared_view(session, coreset, {
         "id": coreset.id, "name": coreset.name, "version": coreset.version, "method": coreset.method,
         "status": coreset.status, "params": coreset.params, "benchmarks": names,
         "budget": coreset.budget, "seed": coreset.seed, "reference_models": coreset.reference_models,
@@ -73,7 +74,7 @@ def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
         "items": items, "diagnostics": coreset.diagnostics, "error": coreset.error,
         "job": {"id": job.id, "status": job.status, "progress": job.progress} if job else None,
         "created_at": coreset.created_at, **curation_view(session, coreset),
-    }
+    })  # another team sees counts of the references, not the names it may not read (shared_view)
 
 
 def summary_view(session: Session, coreset: Coreset) -> dict[str, Any]:

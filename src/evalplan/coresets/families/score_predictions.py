@@ -17,9 +17,11 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evalplan.auth.scoping import unscoped
 from evalplan.core.auto import AveragePredictor
 from evalplan.core.intervals import (
     DEFAULT_INTERVAL,
+    conformal_half_width,
     extrapolation_flag,
     guarded_predictor,
     loo_conformal_interval,
@@ -30,7 +32,7 @@ from evalplan.core.irt import IRTPredictor
 from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
 from evalplan.coresets.families.design_predictions import DESIGN, design_predict_many, design_reference_rows
 from evalplan.db.models import Benchmark, Coreset, Item
-from evalplan.kit.errors import ErrorCollector
+from evalplan.kit.errors import Conflict, ErrorCollector
 from evalplan.kit.validation import finite_or_none
 
 PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "gp_irt", "p_irt", "irt")
@@ -124,6 +126,7 @@ class _Prepared:
     scales: dict[str, tuple[float, float]]
     fitted: dict[tuple[str, str], Any] = field(default_factory=dict)
     X_means: dict[str, np.ndarray] = field(default_factory=dict)
+    loo_errors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
 
 _PREPARED: OrderedDict[tuple[str, Any], _Prepared] = OrderedDict()
@@ -134,14 +137,26 @@ _PREPARED_SIZE = 32
 def _prepared(session: Session, coreset: Coreset) -> _Prepared:
     """The coreset's parsed state, cached by (id, updated_at): a ready coreset's fits never change
     without its row changing, and a refit is deterministic, so a cached predictor is the one predict
-    would refit."""
+    would refit.
+
+    The state is a function of the coreset alone, never of who asks: its own benchmarks' names and
+    scales are read without the team scoping (issue 32 item 4: another team predicting first on a
+    published coreset built on a private benchmark read no benchmark, answered 500 and cached the empty
+    state for the owner too). Whether the caller may use the coreset's items was decided before, by the
+    cells of ``evalplan.coresets.predict`` (``curation.published_reads``)."""
     key = (coreset.id, coreset.updated_at)
     with _PREPARED_LOCK:
         if key in _PREPARED:
             _PREPARED.move_to_end(key)
             return _PREPARED[key]
     fits = load_fits(session, coreset)
-    benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
+    with unscoped(session):
+        benchmarks = {b.id: b for b in session.scalars(select(Benchmark)
+                                                       .where(Benchmark.id.in_(coreset.benchmark_ids)))}
+    missing = [bid for bid in coreset.benchmark_ids if bid not in benchmarks or bid not in fits]
+    if missing:  # a deleted benchmark (only an unpublished coreset's can be) or a coreset without fits
+        raise Conflict(f"coreset {coreset.id} cannot predict: its stored state lacks benchmark(s) "
+                       f"{', '.join(missing)}", [{"field": "coreset", "detail": "create a new version"}])
     all_pks = [pk for fit in fits.values() for pk in fit["items"]]
     item_ids = {int(pk): str(i) for pk, i in session.execute(select(Item.pk, Item.item_id)
                                                              .where(Item.pk.in_(all_pks))).all()}
@@ -165,6 +180,20 @@ def _fitted(prep: _Prepared, bid: str, name: str) -> Any:
         prep.fitted[key] = predictor_factory(name, fit)().fit(np.asarray(fit["X_ref"], dtype=float),
                                                               np.asarray(fit["y_ref"], dtype=float))
     return prep.fitted[key]
+
+
+def _loo_errors(prep: _Prepared, bid: str, name: str) -> np.ndarray:
+    """The signed leave-one-reference-out errors of predictor ``name`` on benchmark ``bid``'s references
+    (``loo_conformal_interval``'s ``loo_errors``: M refits, target-independent), once per cached coreset."""
+    key = (bid, name)
+    if key not in prep.loo_errors:
+        fit = prep.fits[bid]
+        X = np.asarray(fit["X_ref"], dtype=float)
+        ci = loo_conformal_interval(predictor_factory(name, fit), X, np.asarray(fit["y_ref"], dtype=float), X[:1],
+                                    level=0.5, method="split")
+        assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
+        prep.loo_errors[key] = ci.loo_errors
+    return prep.loo_errors[key]
 
 
 def predict(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
@@ -235,14 +264,15 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
                 for j, t in enumerate(rows):
                     kinds[t], used[t], used_fixed[t], tops[t] = kind, cal, fixed, bool(top[j])
                 continue
-            # AIPW for an extrapolated target, or an older coreset: leave-one-reference-out residuals
-            X = np.asarray(fit["X_ref"], dtype=float)
-            y = np.asarray(fit["y_ref"], dtype=float)
-            ci = loo_conformal_interval(predictor_factory(name, fit), X, y, X_t[rows], level=level, method="split")
-            assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
-            centers[rows], lowers[rows], uppers[rows] = ci.center, ci.lower, ci.upper
+            # AIPW for an extrapolated target, or an older coreset: the split-conformal interval on the
+            # leave-one-reference-out residuals (loo_conformal_interval), whose M refits depend on the
+            # references alone: computed once per cached coreset (_loo_errors), not per request
+            loo = _loo_errors(prep, bid, name)
+            center = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
+            q = conformal_half_width(loo, level)
+            centers[rows], lowers[rows], uppers[rows] = center, center - q, center + q
             for t in rows:
-                kinds[t], used[t] = kind, ci.loo_errors
+                kinds[t], used[t] = kind, loo
         per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
                           "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1], "tops": tops}
 
