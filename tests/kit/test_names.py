@@ -73,3 +73,50 @@ def test_bad_team_names_are_refused(client: TestClient) -> None:
     for bad in ("..", "evil\u202etxt", "zero\u200bwidth"):
         _refused(client.post("/v1/teams", json={"name": bad}), "name")
     assert client.post("/v1/teams", json={"name": "fine-team"}).status_code == 201
+
+
+@pytest.mark.parametrize("bad", ["team-a%2Fmusr", "x%2fy", "%2F"])
+def test_names_holding_an_encoded_slash_are_refused(client: TestClient, db_session_factory: sessionmaker[Session],
+                                                    bad: str) -> None:
+    """Issue 32 item 8: ``team-a%2Fmusr`` reads as ``team-a/musr`` once a reference is decoded: refused like it."""
+    create_benchmark(client, "ok-bench", score_kind="binary")
+    upload_items(client, "ok-bench", ["q0", "q1"])
+    before = count_rows(db_session_factory, Benchmark, Model, Coreset)
+    for path, body, field in (("/v1/benchmarks", {"name": bad}, "name"), ("/v1/models", {"name": bad}, "name"),
+                              ("/v1/benchmarks/ok-bench/scores", [{"model": bad, "item": "q0", "score": 1}], "model"),
+                              ("/v1/coresets", {"name": bad, "method": "random", "benchmarks": ["ok-bench"],
+                                                "budget": 1}, "name"),
+                              ("/v1/teams", {"name": bad}, "name")):
+        r = client.post(path, json=body)
+        _refused(r, field)
+        assert "%2F" in r.json()["detail"], (path, r.json())
+    assert count_rows(db_session_factory, Benchmark, Model, Coreset) == before
+
+
+@pytest.mark.parametrize("bad", ["evil\u001ctarget", "bell\u0007", "esc\u001b[0m", "\u202eevil", "zero\u200bwidth"])
+def test_session_targets_follow_the_name_rule(client: TestClient, bad: str) -> None:
+    """Issue 32 item 1: a session target reaches charts, pages and CSVs: a located 422, nothing stored."""
+    create_benchmark(client, "ok-bench", score_kind="binary")
+    upload_items(client, "ok-bench", ["q0", "q1"])
+    for body in ({"benchmark": "ok-bench", "target": bad, "method": "random"},
+                 {"benchmark": "ok-bench", "targets": ["fine", bad], "method": "bayesame"}):
+        r = client.post("/v1/sessions", json=body)
+        problem = assert_problem(r, 422)
+        assert any(e.get("field", "").startswith("target") for e in problem["errors"]), problem
+        assert "U+" in problem["detail"], problem
+    assert client.get("/v1/sessions").json()["items"] == []
+
+
+def test_control_characters_are_refused_in_every_free_text(client: TestClient) -> None:
+    """Free text (descriptions, item text, query values) may hold tab, LF and CR, no other C0 control."""
+    r = client.post("/v1/benchmarks", json={"name": "fine", "description": "line one\nline\ttwo\r\n"})
+    assert r.status_code == 201, r.text
+    r = client.post("/v1/benchmarks", json={"name": "fine2", "description": "a\u001cb"})
+    problem = assert_problem(r, 422)
+    assert problem["errors"][0]["field"] == "description" and "U+001C" in problem["detail"]
+    r = client.post("/v1/benchmarks/fine/items", content='{"id": "q0", "prompt": "ring \\u0007"}\n',
+                    headers={"content-type": "application/x-ndjson"})
+    problem = assert_problem(r, 422)
+    assert "U+0007" in problem["detail"]
+    assert_problem(client.get("/v1/benchmarks", params={"q": "a\u001bb"}), 422)
+    assert client.get("/v1/benchmarks/fine/items").json()["items"] == []

@@ -3,7 +3,9 @@
 * never ``.`` or ``..``, nor a ``/``-separated part that is ``.`` or ``..``;
 * no control, format (bidi overrides and isolates, zero-width characters, BOM), surrogate, line or
   paragraph separator characters (Unicode categories Cc, Cf, Cs, Zl, Zp): such a name displays as
-  something else than it is;
+  something else than it is (the rule lives in ``evalplan.kit.text_rules``);
+* no literal ``%2F``/``%2f`` (issue 32 item 8): references decode it to ``/``, so ``team-a%2Fmusr`` would
+  read as ``team-a/musr``, refused like it;
 * a name may hold ``/`` (a model id like ``org/model`` from a harness or the Hugging Face hub, an
   inspect task like ``inspect_evals/gsm8k``), but its part before the first ``/`` is never the name
   of a team (``local`` included): ``team/name`` always means that team's resource
@@ -17,7 +19,6 @@ the ones that read as ``team/name``.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 
 from sqlalchemy import select
@@ -25,18 +26,21 @@ from sqlalchemy.orm import Session
 
 from evalplan.db.models import LOCAL_TEAM_ID, Team
 from evalplan.kit.errors import ErrorCollector, InvalidInput
+from evalplan.kit.text_rules import name_char_problem
 
-REFUSED_CATEGORIES = {"Cc": "control", "Cf": "format (bidi or zero-width)", "Cs": "surrogate",
-                      "Zl": "line separator", "Zp": "paragraph separator"}
+#: an encoded '/': references decode it (``evalplan.auth.naming.normalize_ref``), so a name holding it
+#: would read as ``team/name`` or never be reachable by name
+ENCODED_SLASHES = ("%2f", "%2F")
 
 
 def text_problem(name: str, kind: str, *, slash: bool = True) -> str | None:
     """Why ``name`` cannot be a new ``kind`` name, judged on its text alone; None when it can."""
-    for ch in name:
-        category = unicodedata.category(ch)
-        if category in REFUSED_CATEGORIES:
-            return (f"{kind} name {name!r} contains U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')}), "
-                    f"a {REFUSED_CATEGORIES[category]} character")
+    reason = name_char_problem(name)
+    if reason:
+        return f"{kind} name {name!r} {reason}"
+    if any(encoded in name for encoded in ENCODED_SLASHES):
+        return (f"{kind} name {name!r} may not contain '%2F' (an encoded '/': references decode it, "
+                "so the name would read as another one)")
     if not slash and ("/" in name or "@" in name):
         return f"{kind} name {name!r} may not contain '/' or '@' (they separate team/name@version)"
     parts = name.split("/")

@@ -1,5 +1,6 @@
-"""The one gate for hostile input: NUL characters, non-finite numbers, integers past 64 bits, lone
-surrogates and deep nesting are refused (422 problem+json, located) before any route sees them.
+"""The one gate for hostile input: NUL and the other C0 control characters (tab, LF and CR aside), non-finite
+numbers, integers past 64 bits, lone surrogates and deep nesting are refused (422 problem+json, located)
+before any route sees them.
 
 Two entry points share the same rules:
 
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.problems import PROBLEM_MEDIA_TYPE, problem_body
+from evalplan.kit.text_rules import free_text_problem
 
 #: the one JSON nesting limit, for request bodies and uploaded records alike
 MAX_JSON_DEPTH = 32
@@ -58,9 +60,13 @@ def _reject(where: str, field: str | None, detail: str, parts: tuple[str | int, 
 
 
 def check_text(value: str, where: str, field: str | None) -> None:
-    """422 when ``value`` holds a NUL character or a lone surrogate (neither can be stored as text)."""
+    """422 when ``value`` holds a NUL character or a lone surrogate (neither can be stored as text), or another
+    C0 control character than tab, line feed and carriage return (``evalplan.kit.text_rules``: no page, SVG
+    or chart can show it)."""
     if "\x00" in value:
         raise _reject(where, field, "NUL characters (\\u0000) are not allowed")
+    if (reason := free_text_problem(value)) is not None:
+        raise _reject(where, field, reason)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -7,11 +7,25 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 
+from evalplan.kit.text_rules import name_char_problem
+
 NAME_PATTERN = r"^[^\x00-\x1f/]{1,200}$"
 # Model names may hold '/' (Hugging Face ids such as "meta-llama/Llama-3-8B", which score uploads
 # create); GET /v1/models/{model} takes them as a path. models.name is VARCHAR(300).
 MODEL_NAME_PATTERN = r"^[^\x00-\x1f]{1,300}$"
 
+
+
+def _name_text(value: str) -> str:
+    reason = name_char_problem(value)
+    if reason:
+        raise ValueError(reason)
+    return value
+
+
+#: a name given in a request (a session target): no control, format, surrogate or separator character
+#: (``evalplan.kit.text_rules``, the rule of every name; 422 located at the field)
+NameText = Annotated[str, AfterValidator(_name_text)]
 
 #: a random seed: what numpy's generators accept (0 to 2**32 - 1)
 Seed = Annotated[int, Field(ge=0, le=2**32 - 1, description="Random seed, 0 to 2**32 - 1.")]
