@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from evalplan.core.paired import normal_difference, paired_interval, paired_sequence
+from evalplan.core.paired import PairedSession, decision_of, normal_difference, paired_interval, paired_sequence
 
 
 def population(seed: int = 0, N: int = 600) -> tuple[np.ndarray, np.ndarray]:
@@ -87,3 +87,51 @@ def test_normal_difference_and_bad_input() -> None:
         paired_interval([1, 0], [0, 0], level=1.0)
     with pytest.raises(ValueError, match="score_range"):
         paired_sequence([1.0], [0.0], n_population=5, score_range=(1.0, 1.0))
+
+
+# --------------------------------------------------------------------------- paired sessions (compare_to)
+
+
+def _series(seed: int, n: int = 800, agreement: float = 0.93) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    c = (rng.random(n) < 0.6).astype(float)
+    y = c.copy()
+    flip = rng.random(n) > agreement
+    y[flip] = 1.0 - y[flip]
+    return c, y
+
+
+def test_paired_session_decisions_are_right_when_the_sequence_covers() -> None:
+    assert decision_of((0.01, 0.2), 0.02) == "better" and decision_of((-0.2, -0.01), None) == "worse"
+    assert decision_of((-0.01, 0.015), 0.02) == "within" and decision_of((-0.01, 0.015), None) is None
+    wrong = 0
+    for seed in range(20):
+        c, y = _series(seed)
+        truth = float((y - c).mean())
+        s = PairedSession(c, score_range=(0.0, 1.0), delta=0.05, seed=seed)
+        while not s.stopped:
+            item = s.propose()[0]
+            s.observe(item, float(y[item]))
+        lo, hi = s.difference_ci
+        assert s.n_observed == len(s.trajectory) and s.moves and s.moves[-1]["n"] <= s.n_observed
+        if s.stop_reason == "decision":
+            right = {"better": truth > 0, "worse": truth < 0, "within": abs(truth) <= 0.05}[str(s.decision)]
+            wrong += not right
+        assert s.ci == (max(0.0, s.comparator_mean + lo), min(1.0, s.comparator_mean + hi))
+    assert wrong <= 1
+
+
+def test_paired_session_draws_from_the_comparators_items_only() -> None:
+    c = np.full(50, np.nan)
+    c[:20] = 1.0
+    s = PairedSession(c, score_range=(0.0, 1.0), seed=3, min_items=50)
+    seen = set()
+    while not s.stopped:
+        item = s.propose()[0]
+        seen.add(item)
+        s.observe(item, 1.0)
+    assert seen == set(range(20)) and s.stop_reason == "exhausted" and s.difference == 0.0
+    with pytest.raises(ValueError, match="delta"):
+        PairedSession(c, score_range=(0.0, 1.0), delta=0.0)
+    with pytest.raises(ValueError, match="bounded"):
+        PairedSession(c, score_range=(0.0, float("inf")))

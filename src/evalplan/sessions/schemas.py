@@ -64,6 +64,14 @@ class SessionCreate(RequestModel):
                                                          "or ids, oldest first): their scores, complete or partial "
                                                          "(earlier sessions' observations count), weigh strongly "
                                                          "in the prior.")
+    compare_to: str | None = Field(None, description="A paired comparison session: a model (id or name) or an earlier "
+                                                     "session (id) whose scores on the benchmark are known; the "
+                                                     "session estimates target - compare_to on the same items, drawn "
+                                                     "at random, and stops on a decision (better, worse, within "
+                                                     "+-delta).")
+    delta: StrictFloat | StrictInt | None = Field(None, description="With compare_to: the equivalence margin in score "
+                                                                    "units (> 0, at most the score range's width); "
+                                                                    "the session may stop on within +-delta.")
     batch_size: int | None = Field(None, le=MAX_COUNT, description="Items proposed per step (default 1).")
     method_params: dict[str, Any] | None = Field(
         None, description="The method's parameters: refgp {mean, variance, selection, directions} (its variants: "
@@ -157,6 +165,7 @@ class SessionOut(BaseModel):
     per_target: dict[str, TargetState] | None = None
     interval_kind: str | None = None
     design: dict[str, Any] | None = None
+    compare: dict[str, Any] | None = None  # a paired session: {to, kind, model, delta, decision, difference, ...}
 
 
 class SessionList(BaseModel):
@@ -173,6 +182,9 @@ class TrajectoryPoint(BaseModel):
     variance: float | None
     ci: list[float | None]
     probability: float | None = None
+    difference: float | None = None  # a paired session: target - compare_to after this pair
+    difference_ci: list[float | None] | None = None
+    decision: str | None = None  # the decision the interval supported then (better, worse, within or null)
 
 
 class ObservationOut(BaseModel):

@@ -61,6 +61,7 @@ from evalplan.sessions.validation import (
     off_design_conflict,
     previous_scores,
     refuses_unproposed,
+    resolve_compare,
     resolve_previous,
     resolve_references,
     resolve_targets,
@@ -82,6 +83,9 @@ def create_session(session: Session, request: SessionCreate) -> EvalSession:
     target, targets = resolve_targets(session, request)
     n_latent = n_latent_of(request, config) if targets is not None else None
     check_stop_fits(config, benchmark, targets is not None)
+    compare = resolve_compare(session, request, benchmark, target, matrix.model_names, matrix.values, matrix.item_pks)
+    if compare is not None:
+        config = dataclasses.replace(config, compare=compare[0])
     previous = resolve_previous(session, request.previous, targets or [str(target)])
     rows = resolve_references(session, request.reference_models, targets or [str(target)], matrix.model_ids,
                               matrix.model_names, previous)
@@ -104,6 +108,8 @@ def create_session(session: Session, request: SessionCreate) -> EvalSession:
     row = EvalSession(benchmark_id=benchmark.id, target=target, targets=targets, n_latent=n_latent,
                       reference_models=[matrix.model_names[i] for i in rows], method=config.method,
                       config=config_dict(config), status="active", n_observed=0, prior_key=entry.key)
+    if compare is not None:  # the comparator's scores, fixed now (a replay reads them back)
+        row.target_state = {"compare_scores": [None if np.isnan(v) else float(v) for v in compare[1].tolist()]}
     estimator = new_estimator(row, entry, benchmark)
     persist_derived(session, entry)  # features / calibration computed now: every worker starts warm from here
     apply_state(row, estimator, entry)
@@ -182,7 +188,7 @@ def post_observations(session: Session, session_id: str, observations: list[Obse
                                [{"field": "observations", "detail": f"status is stopped ({row.stop_reason})"}])
             entry = load_prior(session, row.prior_key)
             new, n_stored = validate_observations(session, row, benchmark, entry, observations)
-            position = {}  # item id -> its first index in the request (the located 409 names it)
+            position: dict[str, int] = {}  # item id -> its first index in the request (the located 409 names it)
             for k, o in enumerate(observations):
                 position.setdefault(o.item, k)
             cached = _record(session, row, benchmark, entry, new, n_stored, position) if new else None

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks import service as benchmarks
+from evalplan.core.paired import PairedSession
 from evalplan.core.sequential import SessionConfig, make_estimator
 from evalplan.core.sequential.multi_target import MultiTargetEstimator
 from evalplan.core.sequential.stopping import PrecisionSession
@@ -33,6 +34,13 @@ def new_estimator(row: EvalSession, entry: PriorEntry, benchmark: Benchmark) -> 
     """A fresh estimator of the session (no observations): single- or multi-target."""
     config = SessionConfig(**row.config)
     score_range = benchmarks.score_range(benchmark, infinite=True)
+    if config.compare is not None:  # a paired session (compare_to): its own design, interval and decision stop
+        rule = config.stop_rule
+        scores = np.array([np.nan if v is None else float(v) for v in (row.target_state or {})["compare_scores"]])
+        return PairedSession(scores, score_range=score_range, level=config.level, delta=config.compare.get("delta"),
+                             min_items=rule.min_items if rule is not None else 10,
+                             half_width=rule.half_width if rule is not None else 0.0, max_items=config.max_items,
+                             seed=config.seed, batch_size=config.batch_size)
     if not row.targets:
         return PrecisionSession(make_estimator(entry.prior, config, score_range), level=config.level,
                                 rule=config.stop_rule, score_range=score_range, seed=config.seed,

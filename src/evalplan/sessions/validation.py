@@ -42,6 +42,8 @@ def resolved_method(request: SessionCreate) -> str:
     multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
     if request.method is not None:
         return request.method
+    if request.compare_to is not None:
+        return "random"  # a paired session draws at random (evalplan.core.paired.PairedSession)
     return DEFAULT_MULTI_TARGET_METHOD if request.targets is not None else DEFAULT_METHOD
 
 
@@ -217,6 +219,72 @@ def previous_scores(session: Session, benchmark: Benchmark, names: list[str], mo
     return rows
 
 
+def resolve_compare(session: Session, request: SessionCreate, benchmark: Benchmark, target: str | None,
+                    model_names: list[str], values: Any, item_pks: list[int]) -> tuple[dict[str, Any], Any] | None:
+    """A paired session's comparator (``compare_to``: a model id or name, or a session id, readable by the caller)
+    as ``({to, kind, model, delta}, scores over the benchmark's items with NaN where unknown)``; None without
+    ``compare_to``. Located 422s (nothing stored): unknown (another team's private model or session is unknown),
+    without scores on the benchmark, the target itself, a multi-target request, ``previous`` with it, ``delta``
+    without it, ``delta`` <= 0 or wider than the score range."""
+    import numpy as np
+
+    given, delta = request.compare_to, request.delta
+    if given is None:
+        if delta is not None:
+            raise InvalidInput("delta applies to a paired session only (compare_to)",
+                               [{"field": "delta", "detail": "give compare_to with it"}])
+        return None
+    def bad(field: str, detail: str) -> InvalidInput:
+        return InvalidInput(f"invalid {field}: {detail}", [{"field": field, "detail": detail}])
+    ref = given.strip() if isinstance(given, str) else ""
+    if not ref or len(ref) > 300:
+        raise bad("compare_to", f"a model name or id, or a session id, of 1 to 300 characters; got {given!r}")
+    if request.targets is not None:
+        raise bad("compare_to", "a paired session has one target (give target, not targets)")
+    if request.method not in (None, "random"):
+        raise bad("method", f"a paired session (compare_to) draws its items at random; give method random or "
+                            f"none, not {request.method!r}")
+    if request.previous is not None:
+        raise bad("previous", "a paired session (compare_to) draws its items at random and does not use previous")
+    lo, hi = score_range(benchmark, infinite=True)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise bad("compare_to", f"a paired session needs a bounded score range; benchmark {benchmark.name!r} "
+                                f"has [{lo}, {hi}]")
+    if delta is not None and (isinstance(delta, bool) or not math.isfinite(float(delta)) or not
+                              0.0 < float(delta) <= hi - lo):
+        raise bad("delta", f"must be > 0 and at most the score range's width {hi - lo:g}; got {delta!r}")
+    compared = session.get(EvalSession, ref)
+    scores = np.full(len(item_pks), np.nan)
+    if compared is not None:
+        if compared.benchmark_id != benchmark.id:
+            raise bad("compare_to", f"session {ref!r} is on another benchmark")
+        if compared.targets or not compared.target:
+            raise bad("compare_to", f"session {ref!r} is a multi-target session; name one of its models instead")
+        kind, name = "session", str(compared.target)
+        col = {pk: j for j, pk in enumerate(item_pks)}
+        if name in model_names:
+            scores = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
+        for item_pk, score in session.execute(select(SessionObservation.item_pk, SessionObservation.score)
+                                              .where(SessionObservation.session_id == compared.id)):
+            j = col.get(int(item_pk))
+            if j is not None:
+                scores[j] = float(score)
+    else:
+        found = session.scalars(select(Model.name).where((Model.id == ref) | (Model.name == ref))).first()
+        if found is None:
+            raise bad("compare_to", f"no model or session with id or name {ref!r}")
+        name = str(found)
+        kind = "model"
+        if name in model_names:
+            scores = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
+    if name == target:
+        raise bad("compare_to", f"{name!r} is the target; compare it to another model or an earlier session")
+    if np.isnan(scores).all():
+        raise bad("compare_to", f"{name!r} has no scores on benchmark {benchmark.name!r}")
+    return {"to": ref, "kind": kind, "model": name, "delta": None if delta is None else float(delta),
+            "n_scores": int(np.sum(~np.isnan(scores)))}, scores
+
+
 def resolve_references(session: Session, refs: list[str] | str | None, targets: list[str],
                         model_ids: list[str], model_names: list[str], previous: list[str] | None = None) -> list[int]:
     """Row indices (into the benchmark's score matrix) of the reference models (never a target)."""
@@ -365,6 +433,8 @@ def refuses_unproposed(row: EvalSession) -> bool:
     if row.targets:
         return False
     config = row.config or {}
+    if config.get("compare"):  # a paired session: its interval holds for its random draws only
+        return True
     anytime = bool((config.get("stop") or {}).get("anytime_valid"))
     difference = row.method == "refgp" and (config.get("method_params") or {}).get("variance") == "design_loo"
     spec = METHOD_SPECS.get(row.method)

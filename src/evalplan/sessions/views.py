@@ -50,6 +50,9 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
     design = (row.hyperparameters or {}).get("design") if not row.targets else None
     if isinstance(design, dict):  # a design-based method (active_design): which interval, both estimates
         view.update(interval_kind=design.get("interval_kind"), design=design)
+    compare = (row.config or {}).get("compare")
+    if compare and not row.targets:  # a paired session: the comparator, the difference and the decision
+        view["compare"] = {**compare, **((row.hyperparameters or {}).get("compare") or {})}
     if row.targets:
         state = row.target_state or {}
         view["ci"] = None
@@ -78,7 +81,10 @@ def trajectory(session: Session, row: EvalSession) -> list[dict[str, Any]]:
     rows = [r for r in list(estimator.trajectory) if 1 <= int(r["n"]) <= row.n_observed]
     return [{"n": int(r["n"]), "estimate": finite_or_none(r["estimate"]), "variance": finite_or_none(r["variance"]),
              "ci": [finite_or_none(r["ci"][0]), finite_or_none(r["ci"][1])],
-             **({"probability": finite_or_none(r["probability"])} if "probability" in r else {})} for r in rows]
+             **({"probability": finite_or_none(r["probability"])} if "probability" in r else {}),
+             **({"difference": finite_or_none(r["difference"]),
+                 "difference_ci": [finite_or_none(v) for v in r["difference_ci"]],
+                 "decision": r["decision"]} if "difference" in r else {})} for r in rows]
 
 
 def list_sessions(session: Session, *, limit: int, cursor: str | None, benchmark: str | None = None,

@@ -98,6 +98,7 @@ class SessionConfig:
     previous: list[dict[str, Any]] | None = None  # earlier checkpoints (core.sequential.checkpoints)
     interval_kind: str | None = None  # active_design: "anytime" (default) or "fixed_n" (fixed budgets only)
     method_params: dict[str, Any] | None = None  # refgp: its variant's parameters; active_design: its own
+    compare: dict[str, Any] | None = None  # a paired session (core.paired.PairedSession): {to, kind, model, delta}
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -145,6 +146,9 @@ class SessionConfig:
                     raise ValueError("method_params.extrapolation_share: must be >= uniform_share")
             else:
                 raise ValueError(f"method_params: apply to refgp and active_design only, not {self.method}")
+        if self.compare is not None and self.method != "random":
+            raise ValueError(f"method: a paired session (compare_to) draws its items at random; give method "
+                             f"random or none, not {self.method!r}")
         if self.interval_kind is not None:
             if self.method not in DESIGN_METHODS:
                 raise ValueError(f"interval_kind: applies to {', '.join(DESIGN_METHODS)} only")
