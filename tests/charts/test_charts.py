@@ -33,16 +33,43 @@ def test_session_trajectory_has_one_point_per_observation_and_a_narrowing_band()
     assert len(mark_items(svg, "true_score")) == 1 and len(mark_items(svg, "stop_threshold")) == 1
     words = texts(svg)
     for expected in ("items observed (n)", "score", "half-width (score units)", "estimate",
-                     "95% credible interval", "true score", "stop threshold", "Estimate after each observation"):
+                     "95% interval", "true score", "stop threshold", "Estimate after each observation"):
         assert expected in words, expected
 
 
 def test_session_trajectory_without_truth_or_threshold_and_with_a_level() -> None:
     svg = charts.to_svg(charts.session_trajectory(trajectory_rows(3), level=0.9))
     words = texts(svg)
-    assert "90% credible interval" in words and "true score" not in words and "stop threshold" not in words
+    assert "90% interval" in words and "true score" not in words and "stop threshold" not in words
     assert not mark_items(svg, "true_score") and not mark_items(svg, "stop_threshold")
     assert len(mark_items(svg, "observation")) == 3
+
+
+def test_session_trajectory_names_the_methods_interval() -> None:
+    # issue 34: every band was a "credible interval", also active_design's confidence sequence
+    svg = charts.to_svg(charts.session_trajectory(trajectory_rows(5),
+                                                  band_name="95% confidence sequence (anytime-valid)"))
+    words = texts(svg)
+    assert "95% confidence sequence (anytime-valid)" in words
+    assert not any("credible" in w for w in words)
+
+
+def test_paired_difference_draws_the_fixed_interval_its_legend_names() -> None:
+    # issue 34: the legend named "95% interval at the last n", drawn on the sequence's last column (unseen)
+    rows = [{"n": n, "interval": [0.05 - 0.5 / math.sqrt(n), 0.05 + 0.5 / math.sqrt(n)]} for n in range(1, 41)]
+    chart = charts.paired_difference(rows, level=0.95, fixed=(-0.02, 0.12), difference=0.05)
+    spec = chart.to_dict()
+    layers = {layer.get("name"): layer for layer in spec["layer"]}
+    fixed_n = layers["fixed_interval"]["data"]["values"][0]["n"]
+    assert fixed_n > 40  # beside the sequence, not on top of its last step
+    x_domain = layers["sequence"]["encoding"]["x"]["scale"]["domain"]
+    assert x_domain[0] == 0 and x_domain[1] > fixed_n
+    svg = charts.to_svg(chart)
+    assert len(mark_items(svg, "fixed_interval")) == 1 and len(mark_items(svg, "mean_difference")) == 1
+    words = texts(svg)
+    assert "fixed-n 95% interval at n = 40" in words and "anytime 95% confidence sequence" in words
+    bare = texts(charts.to_svg(charts.paired_difference(rows, level=0.95)))
+    assert not any("fixed-n" in w or "mean difference" in w for w in bare)  # not drawn: not in the legend
 
 
 def test_bounded_scores_clip_the_band_to_the_score_range() -> None:

@@ -96,3 +96,19 @@ def test_unknown_ids_are_html_404_pages(client) -> None:
     assert "Invalid" in html(client, "/ui/?benchmarks_cursor=garbage!", 422)
     assert "name at least two benchmarks" in html(client, "/ui/similarity?benchmarks=nope", 422)
     assert "does not exist" in html(client, "/ui/similarity?benchmarks=nope&benchmarks=nada", 404)
+
+
+def test_session_page_names_the_methods_interval(client) -> None:
+    # issue 34: the session chart called active_design's confidence sequence and random's exact interval
+    # "95% credible interval"; the page, its chart and the plot endpoint name each method's own interval
+    data = create_benchmark(client, "named", capability="knowledge", n_models=12, n_items=30, seed=3, text=False)
+    expected = {"active_design": "95% confidence sequence (anytime-valid)",
+                "random": "95% confidence interval (fixed n)", "bayesame": "95% credible interval (posterior)"}
+    for method, name in expected.items():
+        run = run_session(client, data, 1, n=4, method=method)
+        page = html(client, f"/ui/sessions/{run['id']}")
+        plot = client.get(f"/v1/sessions/{run['id']}/plot.svg").text
+        for text in (page, plot):
+            assert name in text, (method, name)
+            if method != "bayesame":
+                assert "credible" not in text, method

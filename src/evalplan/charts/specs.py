@@ -72,10 +72,12 @@ def _series_scale(domain: list[str], palette: Mapping[str, str]) -> alt.Scale:
 def session_trajectory(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95, true_score: float | None = None,
                        stop_half_width: float | None = None, score_title: str = "score",
                        score_range: tuple[float | None, float | None] | None = None,
-                       title: str = "Estimate after each observation") -> Any:
-    """Estimate and its credible band vs items observed (papers/004 §3), with the half-width panel.
+                       title: str = "Estimate after each observation", band_name: str | None = None) -> Any:
+    """Estimate and its interval band vs items observed (papers/004 §3), with the half-width panel.
 
-    ``rows`` are trajectory rows ``{n, estimate, ci: [lo, hi]}``. The lower panel draws the
+    ``rows`` are trajectory rows ``{n, estimate, ci: [lo, hi]}``; ``band_name`` says what the band is (the
+    session method's interval: ``evalplan.core.sequential.interval_names.interval_label``, e.g. "95% confidence
+    sequence (anytime-valid)"; default "95% interval"). The lower panel draws the
     interval half-width and, when the session stops on precision, the ``stop_half_width``
     threshold; the upper one draws the model's true score when it is known. With a bounded
     ``score_range`` the score axis is that range and the band is drawn clipped to it.
@@ -88,7 +90,7 @@ def session_trajectory(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95
             continue
         flat.append({"n": int(r["n"]), "estimate": estimate, "lo": lo, "hi": hi,
                      "half_width": None if lo is None or hi is None else (hi - lo) / 2})
-    band_name = f"{_percent(level)} credible interval"
+    band_name = band_name or f"{_percent(level)} interval"
     names = {"estimate": "estimate", "interval": band_name, "true": "true score",
              "half_width": "interval half-width", "threshold": "stop threshold"}
     domain = [names["estimate"], names["interval"]] + ([names["true"]] if _finite(true_score) is not None else [])
@@ -400,11 +402,17 @@ def paired_difference(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95,
 
     ``rows``: ``{n, interval: [lo, hi]}``."""
     flat = [{"n": int(r["n"]), "lo": _finite(r["interval"][0]), "hi": _finite(r["interval"][1])} for r in rows]
-    x = alt.X("n:Q", title="common items (n)", scale=alt.Scale(domainMin=0, nice=True),
+    last = flat[-1]["n"] if flat else 0
+    # the fixed-n interval and the mean at the last n sit just right of the sequence, where they can be seen
+    beside = last + max(1, round(0.04 * last))
+    x = alt.X("n:Q", title="common items (n)", scale=alt.Scale(domain=[0, beside + max(1, round(0.02 * last))]),
               axis=alt.Axis(tickMinStep=1, format="d"))
-    names = {"cs": f"anytime {_percent(level)} sequence", "fixed": f"{_percent(level)} interval at the last n",
-             "zero": "no difference", "mean": "mean difference"}
-    domain = [names["cs"], names["zero"]] + ([names["fixed"], names["mean"]] if fixed is not None else [])
+    names = {"cs": f"anytime {_percent(level)} confidence sequence",
+             "fixed": f"fixed-n {_percent(level)} interval at n = {last}",
+             "zero": "no difference", "mean": f"mean difference at n = {last}"}
+    drawn_fixed = fixed is not None and bool(flat)
+    domain = [names["cs"], names["zero"]] + ([names["fixed"]] if drawn_fixed else []) \
+        + ([names["mean"]] if drawn_fixed and _finite(difference) is not None else [])
     palette = {names["cs"]: INK["interval"], names["zero"]: INK["reference"], names["fixed"]: INK["threshold"],
                names["mean"]: INK["estimate"]}
     color = alt.Color("series:N", scale=_series_scale(domain, palette), title=None)
@@ -415,15 +423,17 @@ def paired_difference(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95,
         .properties(name="sequence"),
         alt.Chart(_data([{"value": 0.0, "series": names["zero"]}])).mark_rule(strokeDash=[4, 3], strokeWidth=1.5)
         .encode(y="value:Q", color=color).properties(name="zero")]
-    if fixed is not None and flat:
-        last = flat[-1]["n"]
-        layers.append(alt.Chart(_data([{"n": last, "lo": fixed[0], "hi": fixed[1], "series": names["fixed"]}]))
+    if drawn_fixed:
+        assert fixed is not None
+        layers.append(alt.Chart(_data([{"n": beside, "lo": fixed[0], "hi": fixed[1], "series": names["fixed"]}]))
                       .mark_rule(strokeWidth=4).encode(x=x, y="lo:Q", y2="hi:Q", color=color)
                       .properties(name="fixed_interval"))
         if _finite(difference) is not None:
-            layers.append(alt.Chart(_data([{"n": last, "value": difference, "series": names["mean"]}]))
+            layers.append(alt.Chart(_data([{"n": beside, "value": difference, "series": names["mean"]}]))
                           .mark_point(filled=True, size=60).encode(x=x, y="value:Q", color=color)
                           .properties(name="mean_difference"))
     subtitle = f"{len(flat)} common items; the sequence holds at every n at once"
+    if drawn_fixed:
+        subtitle += f"; right of it: the fixed-n interval at n = {last}"
     chart = alt.layer(*layers).properties(width=WIDTH, height=220, title=alt.Title(title, subtitle=subtitle))
     return _described(chart, description=f"{title}: {subtitle}")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from evalplan import charts
 from evalplan.benchmarks import service as benchmarks
+from evalplan.core.sequential.interval_names import interval_label
 from evalplan.db.models import Benchmark, EvalSession
 from evalplan.sessions import views
 
@@ -32,13 +33,14 @@ def trajectory_chart(session: Session, row: EvalSession) -> Any:
     bench = session.get(Benchmark, row.benchmark_id)
     benchmark = bench.name if bench is not None else row.benchmark_id
     score_range = (0.0, 1.0) if bench is None else benchmarks.score_range(bench)
+    band = interval_label(level, row.method, row.config, multi_target=bool(row.targets))
     if not row.targets:
         return charts.session_trajectory(rows, level=level, true_score=truth.get(row.target or ""),
-                                         stop_half_width=threshold, score_range=score_range,
+                                         stop_half_width=threshold, score_range=score_range, band_name=band,
                                          title=f"{row.target} on {benchmark}: estimate after each observation")
     panels = [charts.session_trajectory([r for r in rows if r["target"] == name], level=level,
                                         true_score=truth.get(name), stop_half_width=threshold,
-                                        score_range=score_range,
+                                        score_range=score_range, band_name=band,
                                         title=f"{name} on {benchmark}: estimate after each of its observations")
               for name in row.targets]
     return charts.combine(*panels)

@@ -115,7 +115,8 @@ def list_observations(session_id: str, session: DbSession, page: Pagination) -> 
 @router.get("/{session_id}/plot.{fmt}", response_class=Response,
             responses={200: {"content": {"image/svg+xml": {}, "image/png": {}}, "description": "The chart."}})
 def plot(session_id: str, fmt: Literal["svg", "png"], session: DbSession) -> Response:
-    """The trajectory chart: estimate and credible band vs items observed, the stop threshold and the
-    true score when the target's scores are stored (`plot.svg`: image/svg+xml; `plot.png`)."""
+    """The trajectory chart: estimate and the method's interval band (named in the legend) vs items observed,
+    the stop threshold and the true score when the target's scores are stored (`plot.svg`: image/svg+xml;
+    `plot.png`)."""
     row = session_service.get_eval_session(session, session_id)
     return chart_response(session_plots.trajectory_chart(session, row), fmt, f"session-{row.id}")

@@ -14,6 +14,7 @@ from evalplan import charts
 from evalplan.auth.deps import DbSession
 from evalplan.benchmarks.items import item_samples
 from evalplan.benchmarks.responses import responses_for
+from evalplan.core.sequential.interval_names import interval_label
 from evalplan.sessions import plots as session_plots
 from evalplan.sessions import views as session_views
 from evalplan.sessions.service import get_eval_session
@@ -44,6 +45,8 @@ def live_context(session: Session, session_id: str, cursor: str | None, item: st
             "samples": {item_id: text for (_, item_id), text in samples.items()},
             "responses": {(item_id, r["model"]): r for item_id, rows in stored.items() for r in rows},
             "threshold": session_views.stop_half_width(row), "level": session_plots.session_level(row),
+            "interval_name": interval_label(session_plots.session_level(row), row.method, row.config,
+                                            multi_target=bool(row.targets)),
             "chart_svg": charts.to_inline_svg(chart, label=f"Trajectory of session {row.id}", prefix="trajectory"),
             "refresh_ms": REFRESH_MS}
 
