@@ -402,7 +402,7 @@ def paired_difference(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95,
 
     ``rows``: ``{n, interval: [lo, hi]}``."""
     flat = [{"n": int(r["n"]), "lo": _finite(r["interval"][0]), "hi": _finite(r["interval"][1])} for r in rows]
-    last = flat[-1]["n"] if flat else 0
+    last = int(rows[-1]["n"]) if flat else 0
     # the fixed-n interval and the mean at the last n sit just right of the sequence, where they can be seen
     beside = last + max(1, round(0.04 * last))
     x = alt.X("n:Q", title="common items (n)", scale=alt.Scale(domain=[0, beside + max(1, round(0.02 * last))]),
