@@ -75,6 +75,21 @@ def charts_of(session: Session, coreset: Any, items: list[dict[str, Any]]) -> di
     return out
 
 
+def auto_choices(diagnostics: dict[str, Any] | None, names: dict[str, str]) -> list[dict[str, Any]]:
+    """What ``method: "auto"`` chose on each benchmark and why (``diagnostics.auto``, ``evalplan.core.auto``):
+    the choice in words, the rule that chose it, the honest (outer-fold) error and the inner CV table, the
+    chosen row marked."""
+    out: list[dict[str, Any]] = []
+    for bid, auto in ((diagnostics or {}).get("auto") or {}).items():
+        choice = auto.get("choice") or {}
+        rows = [dict(r, chosen=r.get("label") == choice.get("label")) for r in auto.get("cv_table") or []]
+        out.append({"benchmark": names.get(bid, bid), "choice": choice, "rule": auto.get("choice_rule") or {},
+                    "honest_rmse": auto.get("honest_rmse"), "honest_mae": auto.get("honest_mae"),
+                    "n_folds": len(auto.get("outer_folds") or []), "table": rows,
+                    "skipped": auto.get("skipped") or []})
+    return out
+
+
 def pending_context(session: Session, coreset_id: str) -> dict[str, Any]:
     coreset = coreset_service.get_coreset(session, coreset_id)
     # another team's published version is shared without its selection job (that stays the owner's)
@@ -125,10 +140,15 @@ def coreset_page(request: Request, coreset_id: str, session: DbSession,
         model = next((name for mid, name in response_models if model in (mid, name)), None) or \
             get_model(session, model).name
     stem = f"{coreset.name or coreset.id}" + (f"-v{coreset.version}" if coreset.name else "")
+    auto = auto_choices(coreset.diagnostics, {b: name for name, b in ids.items()})
+    made = provenance(view)
+    if auto and made.get("predictor") == "auto":  # not "auto, params {}": what it chose (the table below says why)
+        made["predictor"] = "auto, chose " + "; ".join(f"{a['benchmark']}: {a['choice'].get('label')}" for a in auto)
     return render(request, "coreset.html", c=view, coreset=coreset, job=pending_context(session, coreset_id)["job"],
-                  provenance=provenance(view), exports=EXPORTS, export_problems=export_problems(session, coreset),
+                  provenance=made, exports=EXPORTS, export_problems=export_problems(session, coreset),
                   stem=stem,
                   page_items=shown, start=start, per_page=ITEMS_PER_PAGE, item=item, samples=samples,
                   model=model, response_models=response_models,
                   responses=shown_responses(session, ids, shown, model, item),
+                  auto=auto,
                   **charts_of(session, coreset, items))
