@@ -31,7 +31,9 @@ def test_calibrated_half_width_by_hand() -> None:
     for args in ((fx, "conformal"), (None, "calibrated"), (None, None)):
         lo, hi = interval_from_errors(0.0, cf, 0.8, *args)
         assert hi == conformal_half_width(cf, 0.8) == 3.0 and lo == -3.0  # rank ceil(5 * 0.8) = 4 of 4
-    assert DEFAULT_INTERVAL == "calibrated"
+    assert DEFAULT_INTERVAL == "extended"  # "calibrated"'s width, extended per target (issue 35 item 1)
+    lo_e, hi_e = interval_from_errors(np.array([0.5, 0.6]), cf, 0.8, fx, "extended")
+    np.testing.assert_allclose(hi_e - lo_e, 2 * calibrated_half_width(cf, fx, 0.8))
     with pytest.raises(ValueError, match="unknown interval rule"):
         interval_from_errors(0.0, cf, 0.8, fx, "wide")
     assert calibrated_half_width(np.zeros(5), np.zeros(5), 0.9) == 0.0
@@ -145,3 +147,73 @@ def test_top_decile_widening_uses_the_top_references_errors_and_only_widens() ->
     # errors not one per reference (pooled aggregates): the plain rule
     lo, hi, top = top_widened_interval(np.array([0.9]), errors[:30], 0.9, None, "conformal", truth)
     assert not top.any()
+
+
+def test_shrinkage_extension_follows_the_references_shrinkage_line() -> None:
+    """Issue 35 item 1: the references' held-out predictions p = a + b y + noise (b < 1: a regression pulls toward
+    the mean); a target predicted at c gets its interval extended toward y* = (c - a) / b, on that side only, and
+    nothing changes where the predictions do not shrink or the errors are not one per reference."""
+    from evalplan.core.intervals import SLOPE_MIN, shrinkage_extended_interval
+
+    rng = np.random.default_rng(5)
+    truth = np.linspace(0.2, 0.8, 40)
+    held_out = 0.5 + 0.6 * (truth - 0.5) + rng.normal(0.0, 0.005, 40)
+    errors = truth - held_out
+    centers = np.array([0.5, 0.68, 0.32])
+    ext = shrinkage_extended_interval(centers, centers - 0.03, centers + 0.03, errors, truth)
+    b = np.polyfit(truth, held_out, 1)[0]
+    assert ext.slope == pytest.approx(b) and 0.55 < ext.slope < 0.65
+    a = held_out.mean() - b * truth.mean()
+    np.testing.assert_allclose(ext.deshrunk, (centers - a) / b)
+    assert abs(ext.shift[0]) < 0.01 and ext.shift[1] > 0.1 and ext.shift[2] < -0.1
+    np.testing.assert_allclose(ext.lower[1], centers[1] - 0.03)  # the top target widens upward only
+    np.testing.assert_allclose(ext.upper[1], ext.deshrunk[1] + 0.03)
+    np.testing.assert_allclose(ext.upper[2], centers[2] + 0.03)  # the bottom one downward only
+    np.testing.assert_allclose(ext.lower[2], ext.deshrunk[2] - 0.03)
+    # predictions that follow the truth (slope >= 1): no extension
+    none = shrinkage_extended_interval(centers, centers - 0.03, centers + 0.03, rng.normal(0, 0.005, 40), truth)
+    assert none.slope == 1.0 and np.abs(none.shift).max() < 0.01
+    # a useless predictor: the slope is clipped, the extension bounded by 1 / SLOPE_MIN
+    flat = shrinkage_extended_interval(np.array([0.6]), 0.57, 0.63, truth - 0.5, truth)
+    assert flat.slope == SLOPE_MIN
+    # errors not one per reference: unchanged
+    same = shrinkage_extended_interval(centers, centers - 0.03, centers + 0.03, errors[:30], truth)
+    np.testing.assert_allclose(same.upper, centers + 0.03) and np.testing.assert_allclose(same.shift, 0.0)
+
+
+def test_extended_rule_covers_a_model_better_than_every_reference() -> None:
+    """The defect of issue 35 item 1 on a generated benchmark: kernel ridge on a 10% coreset predicts a model
+    better than every reference too low; the calibrated interval (top-decile widening included) misses it and the
+    extended one holds it, while a target in the middle keeps (nearly) the calibrated interval."""
+    from evalplan.core.intervals import (
+        coreset_cross_fitted_errors,
+        shrinkage_extended_interval,
+        top_widened_interval,
+    )
+    from evalplan.core.selection.score_based import SCORE_METHODS
+
+    rng = np.random.default_rng(11)
+    n_items, M = 400, 30
+    difficulty = rng.normal(0.0, 1.2, n_items)
+    noise_items = rng.random(n_items) < 0.5  # half the items measure something else (noisy benchmark)
+    abilities = np.concatenate([np.linspace(-1.2, 0.8, M), [2.4, -0.2]])
+    other = rng.normal(0.0, 1.0, abilities.size)
+    logits = np.where(noise_items[None, :], other[:, None], abilities[:, None]) - difficulty[None, :]
+    Y = (rng.random(logits.shape) < 1.0 / (1.0 + np.exp(-logits))).astype(float)
+    Yr, Yt = Y[:M], Y[M:]
+    sr, truth = Yr.mean(axis=1), Yt.mean(axis=1)
+    assert truth[0] > sr.max()  # better than every reference
+    k = 40
+
+    def select(Ytr: np.ndarray) -> tuple[np.ndarray, None]:
+        return np.asarray(SCORE_METHODS["mrmr"](k=k, seed=0).fit(Ytr).ranking_), None
+
+    idx, _ = select(Yr)
+    center = KernelRidgePredictor().fit(Yr[:, idx], sr).predict(Yt[:, idx])
+    cf = coreset_cross_fitted_errors(select, lambda w: KernelRidgePredictor, Yr, sr, n_folds=10, seed=0)
+    fixed = fixed_coreset_errors(KernelRidgePredictor, Yr[:, idx], sr)
+    lo, hi, _ = top_widened_interval(center, cf, 0.95, fixed, "calibrated", sr)
+    ext = shrinkage_extended_interval(center, lo, hi, cf, sr)
+    assert not lo[0] <= truth[0] <= hi[0]  # the calibrated interval misses the best model
+    assert ext.lower[0] <= truth[0] <= ext.upper[0]  # the extended one holds it
+    assert (ext.upper[1] - ext.lower[1]) < 1.2 * (hi[1] - lo[1])  # the middle target pays little

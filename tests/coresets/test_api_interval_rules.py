@@ -1,6 +1,7 @@
 """The ``calibrated`` interval rule everywhere a static score-based coreset reports an interval (issue 16
-§2), over HTTP on GENERATED 2-PL benchmarks: ``method: "auto"``, the IRT predictors (``gp_irt``) and
-the multi-benchmark overall / capability intervals; ``params.interval: "conformal"`` keeps the old rule."""
+§2), with the default ``extended`` rule's shrinkage extension on top (issue 35 item 1), over HTTP on GENERATED
+2-PL benchmarks: ``method: "auto"``, the IRT predictors (``gp_irt``) and the multi-benchmark overall / capability
+intervals; ``params.interval: "calibrated"`` is the rule without the extension, ``"conformal"`` the old rule."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import numpy as np
 import pytest
 from test_api_score_coresets import N_ITEMS, N_REF, create, make_suite, stored_fits, target_scores, upload
 
-from evalplan.core.intervals import fixed_coreset_errors, pooled_errors, top_widened_interval
+from evalplan.core.intervals import (
+    fixed_coreset_errors,
+    pooled_errors,
+    shrinkage_extended_interval,
+    top_widened_interval,
+)
 from evalplan.core.predictors import KernelRidgePredictor
 from support.helpers import wait_for_job
 
@@ -36,6 +42,16 @@ def clip(v: float) -> float:
     return min(max(float(v), 0.0), 1.0)
 
 
+def expected(center, errors, level, fixed, rule, truth):
+    """The interval predict answers: the rule with the top-decile widening, extended under ``"extended"``."""
+    lo, hi, top = top_widened_interval(center, errors, level, fixed, "calibrated" if rule == "extended" else rule,
+                                       truth)
+    if rule == "extended" and fixed is not None:
+        ext = shrinkage_extended_interval(center, lo, hi, errors, truth)
+        lo, hi = ext.lower, ext.upper
+    return lo, hi, top
+
+
 def predict(client, coreset: dict, rows: dict[str, np.ndarray]) -> dict:
     r = client.post(f"/v1/coresets/{coreset['id']}/predict", json={"scores": target_scores(coreset, rows)})
     assert r.status_code == 200, r.text
@@ -61,9 +77,10 @@ def test_auto_reports_the_calibrated_rule(committed_client, committed_session_fa
         if entry["predictor"] != fit["predictor"]:
             continue  # the extrapolation guard's AIPW (leave-one-reference-out, conformal)
         n_checked += 1
-        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
-        assert out["overall"]["interval_rule"] == "calibrated"
-        lo, hi, top = top_widened_interval(entry["estimate"], errors, LEVEL, fixed, "calibrated", y)
+        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "extended"
+        assert out["overall"]["interval_rule"] == "extended"
+        assert entry["interval_why"].startswith("calibrated: ") and "de-shrunk" in entry["interval_why"]
+        lo, hi, top = expected(entry["estimate"], errors, LEVEL, fixed, "extended", y)
         assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9) and entry["top_decile"] == top
     assert n_checked >= 1
     old = create(client, method="auto", benchmarks=["gen"], budget=10, reference_models="all",
@@ -100,11 +117,11 @@ def test_gp_irt_is_cross_fitted_and_calibrated(committed_client, committed_sessi
         entry = out["benchmarks"]["gen"]
         if entry["predictor"] != "gp_irt":
             continue
-        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
-        assert out["overall"]["interval_rule"] == "calibrated"
-        lo, hi, _ = top_widened_interval(entry["estimate"], errors, LEVEL, fixed, "calibrated", fit["y_ref"])
+        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "extended"
+        assert out["overall"]["interval_rule"] == "extended"
+        lo, hi, _ = expected(entry["estimate"], errors, LEVEL, fixed, "extended", fit["y_ref"])
         assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
-        widths["calibrated"] = hi - lo
+        widths["extended"] = hi - lo
     assert widths
     # params.interval "conformal": the rule before, on the in-sample residuals; no folds refitted
     old = create_slow(client, method="mrmr", benchmarks=["gen"], budget=10, reference_models="all",
@@ -138,20 +155,19 @@ def test_multi_benchmark_overall_and_capability_are_calibrated(committed_client,
         out = predict(client, coreset, {"one": suite["targets"][1], "two": other["targets"][1]})
     assert not out["extrapolation"]
     for b in order:
-        assert out["benchmarks"][names[b]]["interval_rule"] == "calibrated"
+        assert out["benchmarks"][names[b]]["interval_rule"] == "extended"
     overall = out["overall"]
-    assert overall["interval_rule"] == "calibrated"
+    assert overall["interval_rule"] == "extended" and overall["interval_why"].startswith("calibrated: ")
     assert overall["estimate"] == pytest.approx(np.mean([out["benchmarks"][n]["estimate"] for n in names.values()]))
     truth = np.mean([fits[b]["y_ref"] for b in order], axis=0)  # the aggregate's reference scores (top widening)
-    lo, hi, _ = top_widened_interval(overall["estimate"], pooled_errors(errors), LEVEL, pooled_errors(fixed),
-                                     "calibrated", truth)
+    lo, hi, _ = expected(overall["estimate"], pooled_errors(errors), LEVEL, pooled_errors(fixed), "extended", truth)
     assert overall["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-9)
     old_lo, old_hi, _ = top_widened_interval(overall["estimate"], pooled_errors(errors), LEVEL, None, "conformal",
                                              truth)
     assert (hi - lo) != pytest.approx(old_hi - old_lo)  # not the old rule's width
     # one benchmark per capability (each benchmark is its own capability): its own rule and interval
     for name, cap in out["capabilities"].items():
-        assert cap["interval_rule"] == "calibrated" and cap["n_benchmarks"] == 1
+        assert cap["interval_rule"] == "extended" and cap["n_benchmarks"] == 1
         assert cap["interval"] == pytest.approx(out["benchmarks"][name]["interval"], abs=1e-9)
     old = create(client, method="mrmr", benchmarks=["one", "two"], budget=12, reference_models="all",
                  params={"interval": "conformal"})

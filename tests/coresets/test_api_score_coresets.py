@@ -190,7 +190,12 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
     GET / list stay small, predict gives what a refit on the raw reference scores gives."""
     from sqlalchemy import inspect
 
-    from evalplan.core.intervals import cross_fitted_errors, fixed_coreset_errors, top_widened_interval
+    from evalplan.core.intervals import (
+        cross_fitted_errors,
+        fixed_coreset_errors,
+        shrinkage_extended_interval,
+        top_widened_interval,
+    )
     from evalplan.core.predictors import RidgePredictor
     from evalplan.core.selection.score_based import SCORE_METHODS
 
@@ -236,10 +241,12 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
         assert out.status_code == 200, out.text
         entry = out.json()["benchmarks"]["gen"]
         center = RidgePredictor().fit(X, y).predict(target[cols][None, :].astype(float))[0]
-        lo, hi, _ = top_widened_interval(center, errors, LEVEL, fixed, "calibrated", y)
+        lo, hi, top = top_widened_interval(center, errors, LEVEL, fixed, "calibrated", y)
+        ext = shrinkage_extended_interval(center, lo, hi, errors, y)  # the default "extended" rule (issue 35)
+        lo, hi = ext.lower, ext.upper
         clip = lambda v: min(max(float(v), 0.0), 1.0)  # noqa: E731 (binary scale)
         assert entry["predictor"] == "ridge" and entry["n_items"] == k and entry["n_total"] == N_ITEMS
-        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "calibrated"
+        assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "extended"
         assert entry["estimate"] == pytest.approx(clip(center), abs=1e-12)
         assert entry["interval"] == pytest.approx([clip(lo), clip(hi)], abs=1e-12)
 

@@ -58,7 +58,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from evalplan.core.auto import auto_select
 from evalplan.core.intervals import (
-    DEFAULT_INTERVAL,
+    base_rule,
     coreset_cross_fitted_errors,
     extrapolation_flags,
     fixed_coreset_errors,
@@ -303,7 +303,7 @@ def _fixed_errors(name: str, X_ref: np.ndarray, s_ref: np.ndarray, weights: np.n
     """Leave-one-reference-out errors of predictor ``name`` on the chosen coreset's scores ``X_ref``
     (:func:`evalplan.core.intervals.fixed_coreset_errors`) when ``rule`` (None = the default) is
     ``"calibrated"``, else None (the ``"conformal"`` rule needs only the cross-fitted errors)."""
-    if (DEFAULT_INTERVAL if rule is None else rule) != "calibrated":
+    if base_rule(rule) != "calibrated":  # "extended" sizes its interval by "calibrated"
         return None
     if name == "weighted_mean" and weights is None:
         weights = np.full(X_ref.shape[1], 1.0 / X_ref.shape[1])
@@ -408,7 +408,7 @@ def run_backtest(
                         _, cov, _ = _predict(name, Y_ref, Xr, s_ref, Xt, s_test, np.asarray(idx), weights,
                                              selector, flagged, level, seed, True)
                     elif with_ci and name == "auto":  # auto's outer-fold errors (the choice refitted per fold)
-                        fixed = selector.fixed_errors if (interval or DEFAULT_INTERVAL) == "calibrated" else None
+                        fixed = selector.fixed_errors if base_rule(interval) == "calibrated" else None
                         lower, upper = interval_from_errors(pred, selector.outer_errors, level, fixed, interval)
                         cov = _coverage(lower, upper, s_test)
                         width = float(np.mean(upper - lower))

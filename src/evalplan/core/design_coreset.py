@@ -198,9 +198,12 @@ def design_coreset(Y: np.ndarray, n: int, seed: int = 0, score_range: tuple[floa
     return DesignCoreset(items=items, item_strata=stratum_of, logits=_logits(Y, lo, hi), lo=float(lo), hi=float(hi))
 
 
-def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95) -> DesignEstimate:
+def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95,
+                    delta: float | None = None) -> DesignEstimate:
     """The difference estimate, its standard error and ``level`` interval of a target whose scores on
-    ``design.items`` are ``y`` (module docstring)."""
+    ``design.items`` are ``y`` (module docstring). ``delta``: the working model's logit shift given instead of
+    fitted on the drawn items (a level set by another predictor, e.g. a score-based model's estimate: the
+    estimator stays design-unbiased for any shift fixed before the draw's scores are seen)."""
     y = np.asarray(y, dtype=np.float64)
     if y.shape != design.items.shape or not np.isfinite(y).all():
         raise ValueError(f"y: {design.items.size} finite scores, one per coreset item, are needed")
@@ -214,7 +217,8 @@ def design_estimate(design: DesignCoreset, y: np.ndarray, level: float = 0.95) -
     drawn_logits = design.logits[design.items]
     y01 = np.clip((y - lo) / span, 0.0, 1.0)
     # the design-weighted fractional-response MAP of the shift: refgp's fit with the weights as counts
-    delta = fit_delta(drawn_logits, w, w * y01, 0.0, DELTA_SD)
+    if delta is None:
+        delta = fit_delta(drawn_logits, w, w * y01, 0.0, DELTA_SD)
     mu_all = lo + span / (1.0 + np.exp(-(design.logits + delta)))
     mu = mu_all[design.items]
     resid = y - mu

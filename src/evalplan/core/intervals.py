@@ -41,6 +41,17 @@ level) references with the highest held-out
 predictions: a predictor regresses the best models toward the mean, so their errors are larger than the
 average reference's, and an interval sized on all references under-covers them. It only widens.
 
+Shrinkage extension (issue 35 item 1; :func:`shrinkage_extended_interval`, rule ``"extended"``, the default): a
+regression on the coreset pulls every target toward the references' mean, so a model better than every
+reference is predicted too low by more than the references' errors say, whatever its coreset scores (the best
+held-out models of MuSR are not even in the references' top decile of coreset means). The references show by how
+much: their held-out predictions ``p_i = y_i - e_i`` regressed on their truths ``y_i`` have a slope ``b < 1``.
+Inverting that line (the classical calibration estimator, Eisenhart 1939; Osborne 1991, *Int. Stat. Rev.* 59)
+gives ``y* = (center - a) / b``, unbiased given the truth where the regression estimate is not, and the
+interval is extended from ``[lower, upper]`` to also hold ``[lower, upper] + (y* - center)``: no change for a
+target near the references' mean (``y* ~ center``), one-sided widening toward the extreme for one far from it.
+The point estimate stays the regression's (its RMSE is the better one).
+
 Extrapolation guard (issue rule): a target whose coreset mean is below the lowest or above the
 highest reference coreset mean is flagged ``extrapolation=True`` (:func:`extrapolation_flags`);
 :func:`guarded_predictor` then picks :class:`~evalplan.core.predictors.AIPWPredictor` (002 App. L.1)
@@ -77,11 +88,14 @@ __all__ = [
     "jackknife_plus_bounds",
     "loo_conformal_interval",
     "top_widened_interval",
+    "shrinkage_extended_interval",
+    "base_rule",
 ]
 
 Method = Literal["split", "jackknife+"]
-INTERVAL_RULES: tuple[str, ...] = ("calibrated", "conformal")
-DEFAULT_INTERVAL = "calibrated"
+INTERVAL_RULES: tuple[str, ...] = ("extended", "calibrated", "conformal")
+DEFAULT_INTERVAL = "extended"
+EXTENDED = "extended"  # "calibrated" + :func:`shrinkage_extended_interval` (issue 35 item 1)
 GUARD_IN_RANGE = "kernel_ridge"  # the guard's predictor for a target inside the references' range
 GUARD_EXTRAPOLATED = "aipw"  # ... and for a flagged one
 
@@ -228,15 +242,62 @@ def interval_from_errors(center: np.ndarray | float, errors: np.ndarray, level: 
         -- :func:`calibrated_half_width` of ``errors`` and ``fixed_errors``. None =
         :data:`DEFAULT_INTERVAL`.
     """
-    rule = DEFAULT_INTERVAL if rule is None else rule
-    if rule not in INTERVAL_RULES:
-        raise ValueError(f"unknown interval rule {rule!r}; choose among {INTERVAL_RULES}")
+    rule = base_rule(rule)
     if rule == "calibrated" and fixed_errors is not None:
         q = calibrated_half_width(errors, fixed_errors, level)
     else:
         q = conformal_half_width(errors, level)
     c = np.asarray(center, dtype=float)
     return c - q, c + q
+
+
+def base_rule(rule: str | None) -> str:
+    """The half-width rule behind ``rule`` (None = :data:`DEFAULT_INTERVAL`): ``"extended"`` sizes its interval by
+    ``"calibrated"`` and then extends it (:func:`shrinkage_extended_interval`); ValueError for an unknown rule."""
+    rule = DEFAULT_INTERVAL if rule is None else rule
+    if rule not in INTERVAL_RULES:
+        raise ValueError(f"unknown interval rule {rule!r}; choose among {INTERVAL_RULES}")
+    return "calibrated" if rule == EXTENDED else rule
+
+
+SLOPE_MIN = 0.2  # the shrinkage slope is clipped to [SLOPE_MIN, 1]: a worse predictor extends at most 1 / SLOPE_MIN
+
+
+@dataclass(frozen=True)
+class Extension:
+    """What :func:`shrinkage_extended_interval` did: the references' shrinkage line ``p = a + b y`` of held-out
+    predictions on truths, and per target the classical calibration estimate ``y*`` and the shift ``y* - center``."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    deshrunk: np.ndarray
+    shift: np.ndarray
+    slope: float
+    intercept: float
+
+
+def shrinkage_extended_interval(center: np.ndarray | float, lower: np.ndarray | float, upper: np.ndarray | float,
+                                errors: np.ndarray, reference_truth: np.ndarray) -> Extension:
+    """Extend ``[lower, upper]`` around ``center`` toward the classical calibration estimate (module docstring):
+    ``b`` = least-squares slope of the references' held-out predictions ``reference_truth - errors`` on
+    ``reference_truth`` (clipped to ``[SLOPE_MIN, 1]``), ``a`` = the intercept through the means, ``y* =
+    (center - a) / b``; the interval becomes ``[min(lower, lower + s), max(upper, upper + s)]``, ``s = y* -
+    center``. Nothing changes (``s = 0``) where the lengths differ, fewer than 3 references are given or their
+    truths do not vary."""
+    c = np.asarray(center, dtype=float)
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    e = np.asarray(errors, dtype=float).ravel()
+    y = np.asarray(reference_truth, dtype=float).ravel()
+    ok = e.size == y.size and e.size >= 3 and np.isfinite(e).all() and np.isfinite(y).all() and float(np.var(y)) > 0
+    if not ok:
+        return Extension(lo, hi, c, np.zeros(c.shape), 1.0, 0.0)
+    p = y - e
+    slope = float(np.cov(y, p, bias=True)[0, 1] / np.var(y))
+    b = min(max(slope, SLOPE_MIN), 1.0)
+    a = float(p.mean() - b * y.mean())
+    deshrunk = (c - a) / b
+    shift = deshrunk - c
+    return Extension(np.minimum(lo, lo + shift), np.maximum(hi, hi + shift), deshrunk, shift, b, a)
 
 
 TOP_SHARE = 0.1  # the references' top decile by held-out prediction

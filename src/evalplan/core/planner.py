@@ -43,7 +43,7 @@ import numpy as np
 
 from evalplan.core.auto import auto_select
 from evalplan.core.backtest import _fixed_errors, _select, _selection_aware_errors, impute_item_mean, paper_label
-from evalplan.core.intervals import DEFAULT_INTERVAL, INTERVAL_RULES, interval_from_errors
+from evalplan.core.intervals import DEFAULT_INTERVAL, base_rule, interval_from_errors
 from evalplan.core.prediction import estimate_from_coreset
 
 __all__ = [
@@ -166,9 +166,8 @@ def evaluate_candidate(Y: np.ndarray, candidate: Candidate, k: int, level: float
     binary = bool(np.all((Y == 0.0) | (Y == 1.0)))
     t0 = time.perf_counter()
     params = dict(params or {})
-    rule = str(params.pop("interval", None) or DEFAULT_INTERVAL)  # the rule the coreset will report
-    if rule not in INTERVAL_RULES:
-        raise ValueError(f"unknown interval rule {rule!r}; choose among {INTERVAL_RULES}")
+    # the width rule the coreset will report ("extended" is "calibrated"'s width, extended per target only)
+    rule = base_rule(str(params.pop("interval", None) or DEFAULT_INTERVAL))
     rmse, mae, width, q90 = [], [], [], []
     for seed in seeds:
         fixed: np.ndarray | None = None

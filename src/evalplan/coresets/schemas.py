@@ -138,9 +138,13 @@ class BenchmarkEstimate(BaseModel):
     extrapolation: bool | None = None
     calibration: str | None = None
     interval_rule: str | None = Field(
-        None, description='Score-based: how `interval` was calibrated: "calibrated" (the default, issue 16), '
+        None, description='Score-based: how `interval` was calibrated: "extended" (the default since issue 35: '
+                          '"calibrated" extended toward the de-shrunk estimate), "calibrated" (issue 16), '
                           '"conformal" (the rule before it) or "design" (`params.interval` chooses; '
                           'docs/API_NOTES.md).')
+    interval_why: str | None = Field(
+        None, description="Score-based: which interval answered and why, in words (the rule that sized it, the "
+                          "top-decile widening, the extension, the extrapolation guard).")
     top_decile: bool | None = Field(
         None, description="Score-based, reference-calibrated intervals: the estimate is in the references' top "
                           "decile of held-out predictions, and the interval is at least as wide as the same rule on "
@@ -157,8 +161,9 @@ class AggregateEstimate(BaseModel):
     n_benchmarks: int
     n_benchmarks_total: int
     interval_rule: str | None = Field(
-        None, description='Score-based: the rule of `interval`, as for a benchmark ("calibrated" when every '
-                          'benchmark in the aggregate has the fixed-coreset errors, else "conformal").')
+        None, description='Score-based: the rule of `interval`, as for a benchmark ("extended" / "calibrated" when '
+                          'every benchmark in the aggregate has the fixed-coreset errors, else "conformal").')
+    interval_why: str | None = Field(None, description="Score-based: which interval answered and why, in words.")
 
 
 class CoresetPrediction(BaseModel):

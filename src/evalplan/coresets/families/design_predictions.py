@@ -21,7 +21,10 @@ def _entry(e: DesignEstimate, lo: float, hi: float) -> dict[str, Any]:
     difference estimate can leave it by a little when the drawn residuals are all of one sign)."""
     return {"estimate": float(min(max(e.estimate, lo), hi)),
             "interval": [finite_or_none(e.lower), finite_or_none(e.upper)],
-            "std_error": finite_or_none(e.std_error), "interval_rule": DESIGN}
+            "std_error": finite_or_none(e.std_error), "interval_rule": DESIGN,
+            "interval_why": "design: the draw's difference estimate with its Student-t interval (stratified variance, "
+                            "Satterthwaite degrees of freedom); valid for any target, one better than every reference "
+                            "included"}
 
 
 def design_predict_many(method: str, fits: dict[str, Any], benchmark_ids: list[str], names: dict[str, str],

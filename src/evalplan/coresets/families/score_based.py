@@ -47,8 +47,8 @@ from evalplan.core.auto import (
 )
 from evalplan.core.design_coreset import design_coreset
 from evalplan.core.intervals import (
-    DEFAULT_INTERVAL,
     INTERVAL_RULES,
+    base_rule,
     coreset_cross_fitted_errors,
     fixed_coreset_errors,
 )
@@ -514,7 +514,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             fit["lambda"] = float(predictor_factory(predictor, fit)().fit(X_ref, y_ref).lambda_)
         if predictor in IRT_PREDICTORS:
             fit["irt"] = _irt_fit(method, params, seed, fitted, Y, ranking, fit["weights"])
-            if (params.get("interval") or DEFAULT_INTERVAL) == "calibrated":  # "conformal": the residuals alone
+            if base_rule(params.get("interval")) == "calibrated":  # "conformal": the residuals alone
                 calibration = _irt_cross_fitted_calibration(method, params, seed, k_b, Y, predictor, fit["irt"])
                 if calibration["kind"] == "cross_fitted":
                     fit["calibration"] = calibration

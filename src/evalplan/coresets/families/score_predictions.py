@@ -31,6 +31,7 @@ from evalplan.core.intervals import (
 from evalplan.core.irt import IRTPredictor
 from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
 from evalplan.coresets.families.design_predictions import DESIGN, design_predict_many, design_reference_rows
+from evalplan.coresets.families.interval_answers import extend, loo_why
 from evalplan.db.models import Benchmark, Coreset, Item
 from evalplan.kit.errors import Conflict, ErrorCollector
 from evalplan.kit.validation import finite_or_none
@@ -244,6 +245,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         tops: list[bool | None] = [None] * T  # in the references' top decile (interval widened to their errors)
         used: list[np.ndarray] = [np.zeros(0)] * T
         used_fixed: list[np.ndarray | None] = [None] * T
+        whys: list[str] = [""] * T  # which interval answered, and why (issue 35 item 1)
         calibration = fit.get("calibration") or {}
         for name in dict.fromkeys(chosen):
             rows = [t for t in range(T) if chosen[t] == name]
@@ -260,9 +262,10 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             if cal is not None:
                 raw = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
                 lo, hi, top = top_widened_interval(raw, cal, level, fixed, rule, np.asarray(fit["y_ref"], dtype=float))
+                lo, hi, why = extend(rule, raw, lo, hi, cal, fixed, np.asarray(fit["y_ref"], dtype=float), top, kind)
                 centers[rows], lowers[rows], uppers[rows] = raw, lo, hi
                 for j, t in enumerate(rows):
-                    kinds[t], used[t], used_fixed[t], tops[t] = kind, cal, fixed, bool(top[j])
+                    kinds[t], used[t], used_fixed[t], tops[t], whys[t] = kind, cal, fixed, bool(top[j]), why[j]
                 continue
             # AIPW for an extrapolated target, or an older coreset: the split-conformal interval on the
             # leave-one-reference-out residuals (loo_conformal_interval), whose M refits depend on the
@@ -274,7 +277,8 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             for t in rows:
                 kinds[t], used[t] = kind, loo
         per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
-                          "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1], "tops": tops}
+                          "kinds": kinds, "errors": used, "fixed": used_fixed, "n": X_t.shape[1], "tops": tops,
+                          "whys": [w or loo_why(chosen[t], bool(flags[t])) for t, w in enumerate(whys)]}
 
     Part = tuple[str, float, np.ndarray, float, float, np.ndarray | None, np.ndarray]
 
@@ -287,13 +291,16 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
         fixed = (pooled_errors(np.vstack([f for f in fixed_parts if f is not None]))
                  if all(f is not None and f.shape == group[0][2].shape for f in fixed_parts) else None)
         # the top-decile widening on the aggregate's own held-out predictions (mean of the references' truths)
-        lower, upper, _ = top_widened_interval(est, pooled_errors(np.vstack([p[2] for p in group])), level, fixed,
-                                               rule, np.mean(np.vstack([p[6] for p in group]), axis=0))
+        pooled = pooled_errors(np.vstack([p[2] for p in group]))
+        truths = np.mean(np.vstack([p[6] for p in group]), axis=0)
+        lower, upper, top = top_widened_interval(est, pooled, level, fixed, rule, truths)
+        (lower,), (upper,), (why,) = extend(rule, np.array([est]), np.atleast_1d(lower), np.atleast_1d(upper), pooled,
+                                            fixed, truths, np.atleast_1d(top), "pooled")
         lo_s, hi_s = float(np.mean([p[3] for p in group])), float(np.mean([p[4] for p in group]))
         return {"estimate": est, "interval": [finite_or_none(_clip(float(lower), lo_s, hi_s)),
                                               finite_or_none(_clip(float(upper), lo_s, hi_s))],
                 "std_error": None, "n_benchmarks": len(group), "n_benchmarks_total": len(group),
-                "interval_rule": rule if fixed is not None else "conformal"}
+                "interval_rule": rule if fixed is not None else "conformal", "interval_why": why}
 
     out: list[dict[str, Any]] = []
     for t, (_, model_name) in enumerate(targets):
@@ -315,6 +322,7 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
                 "n_total": int(fits[bid]["n_items"]), "calibration": pb["kinds"][t],
                 "interval_rule": rule if pb["fixed"][t] is not None else "conformal",
                 "method": f"{coreset.method}+{pb['chosen'][t]}", "top_decile": pb["tops"][t],
+                "interval_why": pb["whys"][t],
             }
         capabilities = {cap: combine([p for p in parts if p[0] == cap]) for cap in dict.fromkeys(p[0] for p in parts)}
         out.append({"coreset": coreset.id, "model": model_name, "level": level, "benchmarks": entries,
@@ -348,9 +356,10 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
         errors = np.asarray(calibration["errors"], dtype=float)
         fixed = calibration.get("fixed_errors")
         held_out = truth - errors
-        lower, upper, _ = top_widened_interval(held_out, errors, level,
-                                               None if fixed is None else np.asarray(fixed, dtype=float),
-                                               interval_rule(coreset), truth)
+        fixed_a = None if fixed is None else np.asarray(fixed, dtype=float)
+        lower, upper, top = top_widened_interval(held_out, errors, level, fixed_a, interval_rule(coreset), truth)
+        lower, upper, _ = extend(interval_rule(coreset), held_out, lower, upper, errors, fixed_a, truth, top,
+                                 "cross_fitted")
         lo_s, hi_s = score_scale(benchmarks[bid])
         for i, name in enumerate(names[:len(truth)]):
             rows.append({"model": name, "benchmark": benchmarks[bid].name, "true": float(truth[i]),
