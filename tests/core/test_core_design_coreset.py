@@ -113,3 +113,18 @@ def test_take_all_stratum_enters_exactly_and_the_rest_is_drawn() -> None:
         design_coreset(Y, 41, take_all=np.arange(0, 400, 10))
     with pytest.raises(ValueError, match="take_all: distinct item indices"):
         design_coreset(Y, 41, take_all=[3, 3])
+
+
+def test_a_given_working_model_shift_keeps_the_estimate_unbiased() -> None:
+    """``delta`` given (a level set by another predictor, issue 35's difference estimator): the fitted shift gives
+    the same estimate as fitting it, and a wrong shift fixed before the draw stays design-unbiased (only wider)."""
+    Y, difficulty = population(seed=2)
+    target = Y[-1]
+    d = design_coreset(Y, 80, seed=0, score_range=(0.0, 1.0))
+    fitted = design_estimate(d, target[d.items], level=0.9)
+    again = design_estimate(d, target[d.items], level=0.9, delta=fitted.delta)
+    assert again.estimate == pytest.approx(fitted.estimate) and again.std_error == pytest.approx(fitted.std_error)
+    errors = [design_estimate(design_coreset(Y, 80, seed=s, score_range=(0.0, 1.0)),
+                              target[design_coreset(Y, 80, seed=s, score_range=(0.0, 1.0)).items],
+                              level=0.9, delta=fitted.delta - 1.5).estimate - target.mean() for s in range(200)]
+    assert abs(np.mean(errors)) < 0.01
