@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from threading import Lock
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evalplan.benchmarks.score_matrix import metrics_of, models_with_scores
+from evalplan.benchmarks.score_matrix import load_matrix, metrics_of, models_with_scores
 from evalplan.benchmarks.scores import check_metric
+from evalplan.core.score_stats import score_matrix_stats
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import NotFound
 from evalplan.kit.jobs import create_job
@@ -23,6 +26,26 @@ def _has_metric(session: Session, benchmark: Benchmark, metric: str) -> bool:
 def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None,
                                                                                       Job | None, bool]:
     """Return (stats, None, False) if fresh stats exist, else (None, job, created)."""
+    metric = check_metric(metric or benchmark.default_metric)
+    stats, job = find_stats(session, benchmark, metric)
+    if stats is not None or job is not None:
+        return stats, job, False
+    return None, new_stats_job(session, benchmark, metric), True
+
+
+def new_stats_job(session: Session, benchmark: Benchmark, metric: str) -> Job:
+    """Add a queued ``score_stats`` job for the benchmark's current data (dispatch it after commit)."""
+    return create_job(
+        session, KIND,
+        {"benchmark_id": benchmark.id, "metric": metric, "data_version": benchmark.data_version},
+        benchmark_id=benchmark.id,
+    )
+
+
+def find_stats(session: Session, benchmark: Benchmark, metric: str | None) -> tuple[dict[str, Any] | None,
+                                                                                   Job | None]:
+    """Read only: (stats, their job) when fresh statistics exist, (None, job) while a job for the current data
+    is queued or running, else (None, None). 404 for a named metric the benchmark has no scores under."""
     given = metric is not None and metric != benchmark.default_metric
     metric = check_metric(metric or benchmark.default_metric)
     if given and not _has_metric(session, benchmark, metric):
@@ -38,12 +61,30 @@ def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> 
         if payload.get("metric") != metric or payload.get("data_version") != benchmark.data_version:
             continue
         if job.status == "succeeded" and job.result and job.result.get("data_version") == benchmark.data_version:
-            return job.result, job, False
+            return job.result, job
         if job.status in ("queued", "running"):
-            return None, job, False
-    job = create_job(
-        session, KIND,
-        {"benchmark_id": benchmark.id, "metric": metric, "data_version": benchmark.data_version},
-        benchmark_id=benchmark.id,
-    )
-    return None, job, True
+            return None, job
+    return None, None
+
+
+def inline_stats(session: Session, benchmark: Benchmark, metric: str) -> dict[str, Any]:
+    """The ``score_stats`` job's result computed now (a small matrix; the benchmark page), without any write:
+    memoized per (benchmark, data version, metric) in this process."""
+    key = (benchmark.id, int(benchmark.data_version or 0), metric)
+    with _INLINE_LOCK:
+        if key in _INLINE:
+            _INLINE.move_to_end(key)
+            return _INLINE[key]
+    matrix = load_matrix(session, benchmark, metric)
+    result = {"benchmark": benchmark.name, "metric": metric, "data_version": benchmark.data_version,
+              **score_matrix_stats(matrix.values, matrix.model_names, matrix.item_ids)}
+    with _INLINE_LOCK:
+        _INLINE[key] = result
+        while len(_INLINE) > _INLINE_SIZE:
+            _INLINE.popitem(last=False)
+    return result
+
+
+_INLINE: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
+_INLINE_LOCK = Lock()
+_INLINE_SIZE = 32

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -41,8 +43,14 @@ def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s
             # A write transaction takes the write lock up front (BEGIN IMMEDIATE): a deferred one
             # that read first fails at once ("database is locked", SQLITE_BUSY_SNAPSHOT) when
             # another writer committed meanwhile, instead of waiting out the busy timeout.
-            immediate = conn.get_execution_options().get(WRITE_OPTION)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            options = conn.get_execution_options()
+            wait = options.get(WAIT_OPTION)
+            if wait is not None or conn.info.get(WAIT_OPTION):
+                # quick_write's shorter wait for this transaction; the next one restores the busy timeout
+                ms = int(1000 * (busy if wait is None else max(0.0, float(wait))))
+                conn.exec_driver_sql(f"PRAGMA busy_timeout = {ms}")
+                conn.info[WAIT_OPTION] = wait is not None
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")
 
         return engine
     connect_args: dict[str, Any] = {
@@ -63,6 +71,7 @@ def engine_for(settings: Settings) -> Engine:
 
 
 WRITE_OPTION = "evalplan_write"
+WAIT_OPTION = "evalplan_lock_wait_s"
 
 
 def begin_write(session: Session) -> Session:
@@ -71,6 +80,17 @@ def begin_write(session: Session) -> Session:
     if not session.in_transaction():
         session.connection(execution_options={WRITE_OPTION: True})
     return session
+
+
+@contextmanager
+def quick_write(factory: sessionmaker[Session], wait_s: float = 0.5) -> Iterator[Session]:
+    """A session whose transaction is a write transaction (as :func:`begin_write`) that waits at most ``wait_s``
+    for SQLite's write lock, then raises ``OperationalError`` ("database is locked"): for the optional write of
+    a read request (a page that starts a job), which must never wait out a job's transaction. PostgreSQL takes
+    no table lock for such writes: the same as :func:`begin_write` there."""
+    with factory() as session:
+        session.connection(execution_options={WRITE_OPTION: True, WAIT_OPTION: wait_s})
+        yield session
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
