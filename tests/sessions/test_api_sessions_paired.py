@@ -52,6 +52,11 @@ def test_paired_session_stops_on_a_right_decision(client: TestClient) -> None:
     assert done["ci"][0] == pytest.approx(max(0.0, mean_b + lo)) and done["ci"][1] == pytest.approx(min(1.0, mean_b + hi))
     traj = client.get(f"/v1/sessions/{done['id']}/trajectory").json()
     assert len(traj) == done["n_observed"] and all("difference_ci" in p and "decision" in p for p in traj)
+    page = client.get(f"/ui/sessions/{done['id']}")
+    assert page.status_code == 200 and "Paired comparison: tgt-a - tgt-b" in page.text
+    assert "How the decision moved" in page.text or not compare["moves"]
+    if compare["decision"]:
+        assert f"<strong>{compare['decision']}</strong>" in page.text or compare["decision"] in page.text
     # a paired session takes only the items it proposes
     r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": "tgt-a", "compare_to": "tgt-b",
                                           "reference_models": data["refs"], "seed": 2})
