@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,10 +42,12 @@ class ScoreUpload:
         return int((~np.isnan(self.values)).sum())
 
 
-def too_many_items(n: int, max_items: int | None) -> None:
-    """413 when an upload names more than ``max_items`` items (setting ``EVALPLAN_MAX_ITEMS_PER_UPLOAD``)."""
+def too_many_items(n: int, max_items: int | None, *, counted_to: int | None = None) -> None:
+    """413 when an upload names more than ``max_items`` items (setting ``EVALPLAN_MAX_ITEMS_PER_UPLOAD``);
+    ``counted_to``: the count stopped there (the upload names at least that many)."""
     if max_items is not None and n > max_items:
-        raise PayloadTooLarge(f"the upload names {n} items; at most {max_items} per upload "
+        named = f"at least {n}" if counted_to is not None and n >= counted_to else str(n)
+        raise PayloadTooLarge(f"the upload names {named} items; at most {max_items} per upload "
                               "(setting EVALPLAN_MAX_ITEMS_PER_UPLOAD): split it",
                               [{"row": 1, "column": None, "detail": f"{n} items > {max_items}"}])
 
@@ -228,8 +231,28 @@ def _parse_wide_csv_lines(data: bytes, scale: ScoreScale, max_items: int | None 
     return ScoreUpload(model_names, item_ids, matrix[:n_rows])
 
 
+#: an ``"item": <string or integer>`` member of a record, read from the raw bytes (a JSON string cannot hold
+#: an unescaped quote, so this never matches inside one)
+_ITEM_MEMBER = re.compile(rb'"item"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+def named_items_at_least(data: bytes, stop: int) -> int:
+    """How many distinct ``item`` values the records of a long score JSON name, read from the raw bytes by a
+    regular expression (no parse), counting no further than ``stop``: a lower bound of the distinct item
+    ids (an escaped and a plain spelling of one id count twice only when both are sent)."""
+    seen: set[bytes] = set()
+    for match in _ITEM_MEMBER.finditer(data):
+        seen.add(match.group(1))
+        if len(seen) >= stop:
+            break
+    return len(seen)
+
+
 def parse_long_json(data: bytes, scale: ScoreScale, max_items: int | None = None) -> ScoreUpload:
-    """Parse ``[{model, item, score}]``; a row is the 0-based list index."""
+    """Parse ``[{model, item, score}]``; a row is the 0-based list index. More than ``max_items`` distinct
+    items is 413 before the body is parsed (:func:`named_items_at_least`), as early as the wide CSV's header."""
+    if max_items is not None and len(data) > 16 * max_items:  # a record takes > 16 bytes: fewer cannot
+        too_many_items(named_items_at_least(data, max_items + 1), max_items, counted_to=max_items + 1)
     records = load_json(data)
     if isinstance(records, dict) and isinstance(records.get("scores"), list):
         records = records["scores"]

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import io
 import re
-import sys
-import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -30,9 +24,10 @@ from evalplan.integrations.harness_records import ParsedImport
 from evalplan.integrations.helm import parse_helm
 from evalplan.integrations.inspect_logs import parse_inspect_logs
 from evalplan.integrations.lighteval import parse_lighteval_details
-from evalplan.kit.errors import ErrorCollector, InvalidInput, NotInstalled, PayloadTooLarge
+from evalplan.kit.errors import ErrorCollector, InvalidInput
 from evalplan.kit.jobs import create_job
 from evalplan.kit.schemas import MODEL_NAME_PATTERN
+from evalplan.kit.upload_bounds import check_upload
 from evalplan.models.service import ensure_models
 
 KIND = "harness_import"
@@ -53,57 +48,11 @@ def parsers() -> dict[str, Parser]:
     }
 
 
-def enable_zstd_members() -> None:
-    """inspect_ai (0.3.28x) writes ``.eval`` members with zstd (ZIP method 93). The standard library reads it
-    from Python 3.14; before, ``zipfile_zstd`` (installed with inspect-ai) adds it to ``zipfile``, as
-    inspect_ai itself does when imported. Without it a zstd member is answered 501 naming the [inspect] extra."""
-    if sys.version_info < (3, 14):
-        with contextlib.suppress(ImportError):
-            importlib.import_module("zipfile_zstd")
-
-
-ZIP_ZSTANDARD = 93  # the ZIP compression method id of zstd (APPNOTE 4.4.5)
-
-
-def _compress_types(content: bytes) -> set[int]:
-    with contextlib.suppress(zipfile.BadZipFile, OSError), zipfile.ZipFile(io.BytesIO(content)) as archive:
-        return {info.compress_type for info in archive.infolist()}
-    return set()
-
-
 def check_archives(files: list[tuple[str, bytes]], max_bytes: int) -> None:
-    """413 when a zip upload (an inspect ``.eval``) decompresses to more than ``max_bytes`` in all: each
-    member is inflated in 1 MB chunks that are counted and dropped, so a zip bomb costs no memory
-    (setting ``EVALPLAN_MAX_DECOMPRESSED_BYTES``). Not a zip: left to the harness reader."""
-    enable_zstd_members()
-    for name, content in files:
-        if not content.startswith(b"PK"):
-            continue
-        total = 0
-        try:
-            with zipfile.ZipFile(io.BytesIO(content)) as archive:
-                for info in archive.infolist():
-                    with archive.open(info) as member:
-                        while chunk := member.read(1024 * 1024):
-                            total += len(chunk)
-                            if total > max_bytes:
-                                raise PayloadTooLarge(
-                                    f"{name!r} decompresses to more than {max_bytes} bytes (member "
-                                    f"{info.filename!r}; setting EVALPLAN_MAX_DECOMPRESSED_BYTES)",
-                                    [{"file": name, "member": info.filename,
-                                      "detail": f"more than {max_bytes} bytes decompressed"}])
-        except NotImplementedError as exc:
-            if ZIP_ZSTANDARD in _compress_types(content):
-                raise NotInstalled(
-                    f"{name!r} is an inspect log compressed with zstd, which this server cannot read without the "
-                    "zipfile-zstd package of the [inspect] extra: pip install 'evalplan[inspect]'",
-                    [{"file": name, "detail": "zstd-compressed members (ZIP method 93) need the [inspect] extra"}],
-                ) from None
-            raise InvalidInput(f"{name!r} is not a readable zip archive: {exc}"[:300],
-                               [{"file": name, "detail": str(exc)[:200]}]) from None
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-            raise InvalidInput(f"{name!r} is not a readable zip archive: {exc}"[:300],
-                               [{"file": name, "detail": str(exc)[:200]}]) from None
+    """The upload bounds of ``evalplan.kit.upload_bounds`` (one place for every import path): 413 when an
+    archive (found by opening, whatever its leading bytes) decompresses to more than ``max_bytes`` or the
+    upload's JSON holds more than ``upload_bounds.MAX_JSON_VALUES`` values; 422/501 for an unreadable archive."""
+    check_upload(files, max_bytes)
 
 
 def parse(harness: str, files: list[tuple[str, bytes]], options: dict[str, Any],

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalplan.integrations.harness_records import ParsedResponse, response_of
-from evalplan.kit import input_guard
+from evalplan.kit import input_guard, upload_bounds
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 
 TASK_FILENAME_RE = re.compile(
@@ -245,6 +245,7 @@ def parse_samples(
         text = text.strip()
         if not text:
             continue
+        upload_bounds.check_line(text, row)  # 413 before a huge line is built (issue 32 item 2)
         try:
             record = input_guard.loads(text, where=f"line {row}", finite=False)
         except json.JSONDecodeError as exc:
