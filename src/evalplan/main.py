@@ -25,6 +25,7 @@ from evalplan.health import routes as health
 from evalplan.hidden_states import routes as hidden_states
 from evalplan.imports import routes as imports
 from evalplan.jobs import routes as jobs
+from evalplan.kit.blas import limit_blas_threads
 from evalplan.kit.body_read import BodyReadMiddleware
 from evalplan.kit.db import engine_for, make_session_factory
 from evalplan.kit.input_guard import InputGuardMiddleware
@@ -72,6 +73,7 @@ def create_app(
     configure_logging(settings.log_level, settings.log_format)
     engine = None
     if session_factory is None:
+        limit_blas_threads()  # a server: one BLAS thread per request's computation (evalplan.kit.blas)
         engine = engine_for(settings)
         session_factory = make_session_factory(engine)
     if dispatcher is None:
