@@ -70,10 +70,13 @@ def test_every_page_at_phone_width(site, phone_tab) -> None:
     for name, path in pages(site).items():
         visit(phone_tab, site["url"] + path)
         assert phone_tab.has_no_horizontal_scroll(), f"{name} scrolls sideways at 390 px"
-        body = phone_tab.page.locator("figure.chart .chart-body")
-        if body.count():  # a chart keeps a readable size and scrolls inside its own box
-            assert body.first.bounding_box()["width"] <= 390, name
-            assert body.first.locator("svg").bounding_box()["width"] >= 540, name
+        bodies = phone_tab.page.locator("figure.chart .chart-body")
+        for k in range(bodies.count()):  # issue 34: every chart scales to the column, none is cut off on the right
+            body = bodies.nth(k)
+            box, svg = body.bounding_box(), body.locator("svg").bounding_box()
+            assert box["width"] <= 390 and svg["x"] >= box["x"] - 0.5, name
+            assert svg["x"] + svg["width"] <= box["x"] + box["width"] + 0.5, (name, k, svg, box)
+            assert body.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), (name, k)
         phone_tab.check_accessibility()
 
 
