@@ -1,16 +1,19 @@
 """Issue 34, "coreset predict p99 <= 1 s": the extrapolation guard's AIPW interval (leave-one-reference-out
-split conformal, M refits on the references) is computed once per cached coreset, not on every request,
-and gives exactly the interval ``loo_conformal_interval`` gives for the same target."""
+split conformal, M refits on the references) is never computed per request: the selection job stores the
+references' LOO errors (``fit["loo_errors"]``), a coreset stored before computes them once per cached
+coreset; either way the interval is exactly the one ``loo_conformal_interval`` gives for the same target."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from sqlalchemy import select, update
 from test_api_score_coresets import create, make_suite, stored_fits, upload
 
 from evalplan.core import intervals
 from evalplan.coresets.families import score_predictions
-from evalplan.coresets.families.score_predictions import predictor_factory
+from evalplan.coresets.families.score_predictions import predictor_factory, reference_loo_errors
+from evalplan.db.models import Coreset
 
 LEVEL = 0.95
 
@@ -36,15 +39,31 @@ def test_the_aipw_loo_interval_is_computed_once_per_coreset(committed_client, co
         return real(*args, **kwargs)
 
     monkeypatch.setattr(score_predictions, "loo_conformal_interval", counted)
-    score_predictions._PREPARED.clear()
-    outs = [client.post(f"/v1/coresets/{coreset['id']}/predict", json={"scores": posted, "level": level})
-            for level in (LEVEL, LEVEL, 0.8)]
-    for r in outs:
-        assert r.status_code == 200, r.text
-    entry = outs[0].json()["benchmarks"]["gen"]
-    assert outs[0].json()["extrapolation"] is True and entry["predictor"] == "aipw"
-    assert entry["calibration"] == "leave_one_reference_out"
-    assert len(calls) == 1  # before: one M-refit loop per request (3)
+    stored = np.asarray(fit["loo_errors"]["aipw"])  # the selection job's
+    np.testing.assert_allclose(stored, reference_loo_errors(fit, "aipw"), atol=1e-12)
+    calls.clear()
+
+    def predict_three() -> list:  # type: ignore[type-arg]
+        score_predictions._PREPARED.clear()  # a new process
+        outs = [client.post(f"/v1/coresets/{coreset['id']}/predict", json={"scores": posted, "level": level})
+                for level in (LEVEL, LEVEL, 0.8)]
+        for r in outs:
+            assert r.status_code == 200, r.text
+        entry = outs[0].json()["benchmarks"]["gen"]
+        assert outs[0].json()["extrapolation"] is True and entry["predictor"] == "aipw"
+        assert entry["calibration"] == "leave_one_reference_out"
+        return outs
+
+    stored_outs = predict_three()
+    assert calls == []  # the stored errors: no M-refit loop in any request
+    with committed_session_factory() as session:  # a coreset selected before the errors were stored
+        state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset["id"]))
+        del state["fits"][bid]["loo_errors"]
+        session.execute(update(Coreset).where(Coreset.id == coreset["id"]).values(fitted_state=state))
+        session.commit()
+    outs = predict_three()
+    assert len(calls) == 1  # once per cached coreset; before: one M-refit loop per request (3)
+    assert [r.json() for r in outs] == [r.json() for r in stored_outs]
     # the same interval as loo_conformal_interval on the stored references, at each level
     x_t = np.full((1, X.shape[1]), outside)
     for r, level in zip(outs, (LEVEL, LEVEL, 0.8)):

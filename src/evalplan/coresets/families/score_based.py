@@ -47,6 +47,7 @@ from evalplan.core.auto import (
 )
 from evalplan.core.design_coreset import design_coreset
 from evalplan.core.intervals import (
+    GUARD_EXTRAPOLATED,
     INTERVAL_RULES,
     base_rule,
     coreset_cross_fitted_errors,
@@ -66,6 +67,7 @@ from evalplan.coresets.families.score_predictions import (
     IRT_PREDICTORS,
     PREDICTORS,
     predictor_factory,
+    reference_loo_errors,
 )
 from evalplan.coresets.repository import load_for_job, save_selection
 from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, Item, Model
@@ -491,7 +493,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
                 w_r = None if auto_weights is None else auto_weights[r]
                 picks.append(((r + 1) / k_b, b, item_pks[col], None,
                               None if w_r is None or not np.isfinite(w_r) else float(w_r)))
-            fits[bid] = auto_fit
+            fits[bid] = _with_guard_errors(auto_fit, predictor_explicit)
             ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
             continue
         fitted = _fit_selector(method, params, seed, k_b, Y)
@@ -523,7 +525,7 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
             if fit["calibration"]["kind"] == "cross_fitted":  # the "calibrated" interval's optimistic half
                 fit["calibration"]["fixed_errors"] = fixed_coreset_errors(predictor_factory(predictor, fit), X_ref,
                                                                           y_ref).tolist()
-        fits[bid] = fit
+        fits[bid] = _with_guard_errors(fit, predictor_explicit)
         ctx.progress(0.1 + 0.8 * (b + 1) / len(benchmark_ids))
 
     picks.sort(key=lambda p: (p[0], p[1]))
@@ -540,6 +542,16 @@ def select_score_coreset(ctx: JobContext, coreset_id: str, per_benchmark: list[i
     save_selection(ctx, coreset_id, rows, diagnostics, fitted_state={"fits": fits})
     return {"coreset_id": coreset_id, "n_items": len(rows), "per_benchmark": diagnostics["per_benchmark"],
             "imputed_cells": imputed, "seconds": diagnostics["seconds"]}
+
+
+def _with_guard_errors(fit: dict[str, Any], predictor_explicit: bool) -> dict[str, Any]:
+    """``fit`` with the extrapolation guard's AIPW leave-one-reference-out errors (``fit["loo_errors"]``), which
+    predict's interval for a flagged target needs: M refits, done here once instead of on the first such
+    predict of every serving process (issue 34, predict p99). None when the caller chose the predictor
+    (the guard then keeps it)."""
+    if not predictor_explicit:
+        fit["loo_errors"] = {GUARD_EXTRAPOLATED: reference_loo_errors(fit, GUARD_EXTRAPOLATED).tolist()}
+    return fit
 
 
 def _design_fit(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],

@@ -183,17 +183,26 @@ def _fitted(prep: _Prepared, bid: str, name: str) -> Any:
     return prep.fitted[key]
 
 
+def reference_loo_errors(fit: dict[str, Any], name: str) -> np.ndarray:
+    """The signed leave-one-reference-out errors of predictor ``name`` on one benchmark's stored ``fit``
+    (``loo_conformal_interval``'s ``loo_errors``: M refits on the references, independent of any target)."""
+    X = np.asarray(fit["X_ref"], dtype=float)
+    ci = loo_conformal_interval(predictor_factory(name, fit), X, np.asarray(fit["y_ref"], dtype=float), X[:1],
+                                level=0.5, method="split")
+    assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
+    return ci.loo_errors
+
+
 def _loo_errors(prep: _Prepared, bid: str, name: str) -> np.ndarray:
-    """The signed leave-one-reference-out errors of predictor ``name`` on benchmark ``bid``'s references
-    (``loo_conformal_interval``'s ``loo_errors``: M refits, target-independent), once per cached coreset."""
+    """:func:`reference_loo_errors` of benchmark ``bid``: stored by the selection job (``fit["loo_errors"]``,
+    the extrapolation guard's AIPW: M refits), else
+    computed once per cached coreset, never per request."""
     key = (bid, name)
     if key not in prep.loo_errors:
         fit = prep.fits[bid]
-        X = np.asarray(fit["X_ref"], dtype=float)
-        ci = loo_conformal_interval(predictor_factory(name, fit), X, np.asarray(fit["y_ref"], dtype=float), X[:1],
-                                    level=0.5, method="split")
-        assert ci.loo_errors is not None  # split-conformal intervals keep their signed LOO errors
-        prep.loo_errors[key] = ci.loo_errors
+        stored = (fit.get("loo_errors") or {}).get(name)
+        prep.loo_errors[key] = (np.asarray(stored, dtype=float) if stored is not None
+                                else reference_loo_errors(fit, name))
     return prep.loo_errors[key]
 
 
