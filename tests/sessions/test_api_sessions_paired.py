@@ -61,6 +61,10 @@ def test_paired_session_stops_on_a_right_decision(client: TestClient) -> None:
     r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": "tgt-a", "compare_to": "tgt-b",
                                           "reference_models": data["refs"], "seed": 2})
     fresh = r.json()
+    page = client.get("/ui/compare", params={"sessions": f"{done['id']},{fresh['id']}"})
+    assert page.status_code == 200 and "Paired sessions (compare_to)" in page.text and "tgt-a - tgt-b" in page.text
+    api = client.get("/v1/comparisons", params={"sessions": f"{done['id']},{fresh['id']}"}).json()
+    assert api["sessions"][0]["compare"]["decision"] == compare["decision"]
     other = next(i for i in data["items"] if i not in fresh["next_items"])
     r = client.post(f"/v1/sessions/{fresh['id']}/observations", json={"item": other, "score": truth_a[other]})
     assert r.status_code == 409 and r.json()["errors"][0]["proposed"] == fresh["next_items"]

@@ -73,7 +73,8 @@ def compare_sessions(session: Session, ids: list[str], level: float | None = Non
         view = session_views.session_view(session, row, benchmark.name)
         summaries.append({key: view[key] for key in ("id", "target", "method", "status", "stop_reason", "n_observed",
                                                      "estimate", "variance", "ci", "level", "previous")}
-                         | {"trajectory": session_views.trajectory(session, row)})
+                         | {"trajectory": session_views.trajectory(session, row)}
+                         | ({"compare": view["compare"]} if view.get("compare") else {}))  # a paired session's decision
         observed.append(_observed(session, row))
     base, base_obs = rows[0], observed[0]
     pairs = []
