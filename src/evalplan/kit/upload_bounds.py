@@ -106,7 +106,8 @@ def values_upper_bound(data: bytes) -> int:
 
 def count_values(stream: IO[bytes] | bytes, budget: UploadBudget, file: str, member: str | None = None) -> None:
     """Charge the values of the JSON document in ``stream`` to ``budget`` as they stream past (ijson), never
-    building it. Malformed JSON stops the count: the reader that parses it next answers its own 422."""
+    building it. Past a token ijson refuses (``NaN``, or malformed JSON, which the reader then answers with its
+    own 422) the rest is bounded by :func:`values_upper_bound`."""
     import ijson  # noqa: PLC0415 - only uploads need it
 
     source = io.BytesIO(stream) if isinstance(stream, bytes) else stream
@@ -119,7 +120,13 @@ def count_values(stream: IO[bytes] | bytes, budget: UploadBudget, file: str, mem
                     budget.take_values(pending, file, member)
                     pending = 0
     except ijson.JSONError:
-        pass
+        # NaN/Infinity (Python's json writes them; the readers accept them) or malformed: the rest is counted
+        # by its structure (commas and brackets, an upper bound), so no prefix can stop the count
+        while chunk := source.read(CHUNK):
+            pending += values_upper_bound(chunk)
+            if pending >= 65536:
+                budget.take_values(pending, file, member)
+                pending = 0
     budget.take_values(pending, file, member)
 
 
