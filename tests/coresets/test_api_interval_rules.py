@@ -74,8 +74,9 @@ def test_auto_reports_the_calibrated_rule(committed_client, committed_session_fa
     for target in suite["targets"]:
         out = predict(client, coreset, {"gen": target})
         entry = out["benchmarks"]["gen"]
-        if entry["predictor"] != fit["predictor"]:
-            continue  # the extrapolation guard's AIPW (leave-one-reference-out, conformal)
+        if entry["predictor"] != fit["predictor"]:  # the extrapolation guard's AIPW (leave-one-reference-out)
+            assert entry["extrapolation"] and "extrapolation" in entry["interval_why"]
+            continue
         n_checked += 1
         assert entry["calibration"] == "cross_fitted" and entry["interval_rule"] == "extended"
         assert out["overall"]["interval_rule"] == "extended"
