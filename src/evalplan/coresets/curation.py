@@ -187,11 +187,18 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
     for item_id, content_hash in session.execute(
             select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
         digest.update(f"i\t{item_id}\t{content_hash or ''}\n".encode())
-    rows = session.execute(
-        select(Model.name, Item.item_id, Score.metric, Score.value)
-        .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
-        .where(Item.benchmark_id == benchmark.id).order_by(Model.name, Item.item_id, Score.metric)
-        .execution_options(yield_per=10_000))
+    rows: Any
+    if session.get_bind().dialect.name == "sqlite":
+        # the same rows in the same order, joined from the score rows outwards (CROSS JOIN fixes SQLite's join
+        # order): through the ``scores`` view SQLite scanned every score row once per item (MuSR: minutes, inside
+        # the selection job's write transaction, while every other writer waited; issue 34)
+        rows = session.execute(text(SQLITE_SCORE_LINES), {"b": benchmark.id})
+    else:
+        rows = session.execute(
+            select(Model.name, Item.item_id, Score.metric, Score.value)
+            .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
+            .where(Item.benchmark_id == benchmark.id).order_by(Model.name, Item.item_id, Score.metric)
+            .execution_options(yield_per=10_000))
     for model, item_id, metric, value in rows:
         line = f"s\t{model}\t{item_id}\t{metric}\t{float(value)!r}\n".encode()
         digest.update(line)
@@ -202,6 +209,14 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
         while len(_HASHES) > _HASHES_SIZE:
             _HASHES.popitem(last=False)
     return result
+
+
+#: the ``scores`` view's rows of one benchmark with model name and item id, score row first (SQLite)
+SQLITE_SCORE_LINES = (
+    "SELECT m.name, i.item_id, r.metric, j.value FROM score_rows r CROSS JOIN json_each(r.vals) j "
+    "CROSS JOIN items i CROSS JOIN models m WHERE r.benchmark_id = :b AND j.type IN ('real', 'integer') "
+    "AND i.benchmark_id = r.benchmark_id AND i.position = j.key AND m.id = r.model_id "
+    "ORDER BY m.name, i.item_id, r.metric")
 
 
 def data_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:

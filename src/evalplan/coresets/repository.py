@@ -78,7 +78,10 @@ def load_for_job(ctx: JobContext, coreset_id: str) -> Coreset:
 def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]], diagnostics: dict[str, Any],
                    params: dict[str, Any] | None = None, fitted_state: dict[str, Any] | None = None) -> None:
     """Replace the coreset's items with ``rows`` and mark it ready (``params``: resolved, e.g. tuned alpha;
-    ``fitted_state``: what predict refits from, stored apart from ``diagnostics``)."""
+    ``fitted_state``: what predict refits from, stored apart from ``diagnostics``). The data's provenance (a
+    scan of the scores) is read before the write transaction, which only writes."""
+    with ctx.session_factory() as session:
+        provenance = data_provenance(session, session.get_one(Coreset, coreset_id))
     with ctx.session_factory() as session:
         coreset = begin_write(session).get_one(Coreset, coreset_id, with_for_update=True)
         if coreset.published_at is not None:
@@ -92,8 +95,7 @@ def save_selection(ctx: JobContext, coreset_id: str, rows: list[dict[str, Any]],
         if fitted_state is not None:
             coreset.fitted_state = fitted_state
         coreset.status, coreset.diagnostics, coreset.error = "ready", diagnostics, None
-        coreset.provenance = {**(coreset.provenance or {}), "params": coreset.params,
-                              **data_provenance(session, coreset)}
+        coreset.provenance = {**(coreset.provenance or {}), "params": coreset.params, **provenance}
         session.commit()
 
 
