@@ -286,3 +286,19 @@ def test_over_the_size_limit_is_413(small_client, db_session_factory) -> None:
     assert r.status_code == 413, r.text
     assert r.headers["content-type"].startswith(PROBLEM)
     assert counts(db_session_factory) == before
+
+
+def test_an_npz_whose_ids_inflate_past_the_bound_is_413(client, db_session_factory, monkeypatch) -> None:
+    """Issue 32 item 2: ``ids`` is loaded whole (``states`` streams), so its declared size is bounded first:
+    a small compressed member could otherwise inflate to GBs in the serving process."""
+    from evalplan.hidden_states import npy_format
+
+    monkeypatch.setattr(npy_format, "MAX_IDS_BYTES", 100_000)
+    setup_benchmark(client)
+    ids = np.array([f"q{i % N_ITEMS}" for i in range(50_000)])  # 50,000 x U4: 800 KB, a few KB compressed
+    states = np.zeros((50_000, 2), dtype=np.float32)
+    r = upload(client, "m-bomb", npz_bytes(True, ids=ids, states=states), filename="b.npz")
+    assert r.status_code == 413, r.text
+    assert r.json()["errors"][0]["member"] == "ids.npy"
+    with db_session_factory() as s:
+        assert s.scalar(select(func.count()).select_from(HiddenState)) == 0

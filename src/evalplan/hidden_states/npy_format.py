@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib import format as npformat
 
 from evalplan.kit import input_guard
-from evalplan.kit.errors import InvalidInput
+from evalplan.kit.errors import InvalidInput, PayloadTooLarge
 
 DTYPES = {np.dtype("<f2"): "float16", np.dtype("<f4"): "float32"}
 NPY_MAGIC = b"\x93NUMPY"
@@ -133,7 +133,17 @@ def parse_items_field(items: str | None, n: int) -> list[str]:
     return ids
 
 
+#: the most bytes the ``ids`` member of an .npz may inflate to (it is loaded whole; ``states`` is streamed)
+MAX_IDS_BYTES = 64 << 20
+
+
 def npz_ids(zf: zipfile.ZipFile) -> list[str]:
+    """The ``ids`` array of an .npz, 413 when its member would inflate past ``MAX_IDS_BYTES`` (zipfile reads a
+    member no further than its declared size, so the declared size bounds the memory; issue 32 item 2)."""
+    declared = zf.getinfo("ids.npy").file_size
+    if declared > MAX_IDS_BYTES:
+        raise PayloadTooLarge(f"`ids` in the .npz inflates to {declared} bytes; at most {MAX_IDS_BYTES}",
+                              [{"field": "file", "member": "ids.npy", "detail": f"more than {MAX_IDS_BYTES} bytes"}])
     try:
         with zf.open("ids.npy") as member:
             ids = np.load(member, allow_pickle=False)
