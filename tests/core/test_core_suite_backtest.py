@@ -30,7 +30,7 @@ def test_split_total_budget_is_proportional_with_at_least_one() -> None:
 def test_suite_rows_per_scope_and_overall_is_the_mean() -> None:
     mats = _suite()
     rows = run_suite_backtest(mats, ["a", "b"], {"random": ["mean"], "mrmr": ["kernel_ridge"]}, budgets=(0.2,),
-                              n_reference=20, seeds=[3])
+                              n_reference=20, seeds=[3], level=0.9)
     assert {(r["scope"], r["method"]) for r in rows} == {(s, m) for s in ("a", "b", OVERALL)
                                                           for m in ("random", "mrmr")}
     by = {(r["scope"], r["method"]): r for r in rows}

@@ -196,7 +196,7 @@ def gain_curve(rows: Sequence[Mapping[str, Any]], *, objective: str = "facility-
     return _described(chart, description=f"{title} over {len(flat)} picks")
 
 
-def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, score_title: str = "score",
+def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95, score_title: str = "score",
                       title: str = "Reference models: predicted vs true") -> Any:
     """Predicted vs true scores with their intervals, one point per (model, benchmark), and y = x.
 
@@ -234,7 +234,7 @@ def predicted_vs_true(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, 
     return _described(chart, description=f"{title}: {subtitle}")
 
 
-def backtest_curves(rows: Sequence[Mapping[str, Any]], *, level: float = 0.9, score_title: str = "score",
+def backtest_curves(rows: Sequence[Mapping[str, Any]], *, level: float = 0.95, score_title: str = "score",
                     title: str = "Backtest: error and coverage vs budget") -> Any:
     """RMSE and interval coverage vs budget, one line per method (mean over seeds, ±1 s.e.).
 

@@ -318,7 +318,7 @@ def run_backtest(
     n_reference: int = 30,
     split: str = "stratified",
     seeds: int | Sequence[int] = 5,
-    level: float = 0.9,
+    level: float = 0.95,
     method_params: Mapping[str, Mapping[str, Any]] | None = None,
     intervals: bool = True,
     interval_budgets: Sequence[float] | None = None,

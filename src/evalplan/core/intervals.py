@@ -152,7 +152,7 @@ def loo_conformal_interval(
     X_ref: np.ndarray,
     y_ref: np.ndarray,
     x_target: np.ndarray,
-    level: float = 0.9,
+    level: float = 0.95,
     method: Method = "split",
 ) -> ConformalInterval:
     """Interval at ``level`` from leave-one-reference-model-out residuals (see module docstring).
@@ -469,7 +469,7 @@ def guarded_predict(
     y_ref: np.ndarray,
     X_target: np.ndarray,
     predictor_factory: Callable[[], Any] | None = None,
-    level: float = 0.9,
+    level: float = 0.95,
     method: Method = "split",
 ) -> list[dict[str, Any]]:
     """Predict each target with an interval and the extrapolation guard.

@@ -76,7 +76,7 @@ def run_suite_backtest(
     plan: Mapping[str, Sequence[str]],
     budgets: Sequence[float] = (0.05, 0.1),
     # the options of evalplan.core.backtest.run_backtest, with the same meaning
-    n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.9,
+    n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.95,
     method_params: Mapping[str, Mapping[str, Any]] | None = None, intervals: bool = True,
     checkpoint: Callable[[], None] | None = None, interval: str | None = None,
 ) -> list[dict[str, Any]]:
