@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import IO
 
 
-def serve(stdin: object = None, stdout: object = None) -> None:
+def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
     import vl_convert  # noqa: PLC0415 - the worker is the only importer
 
     source = stdin or sys.stdin.buffer
     sink = stdout or sys.stdout.buffer
-    for line in source:  # type: ignore[attr-defined]
+    for line in source:
         try:
             request = json.loads(line)
             if request["format"] == "svg":
@@ -33,9 +34,9 @@ def serve(stdin: object = None, stdout: object = None) -> None:
             status = b"OK"
         except Exception as exc:  # noqa: BLE001 - reported to the serving process, which answers the problem
             payload, status = f"{type(exc).__name__}: {exc}"[:2000].encode("utf-8", "replace"), b"ER"
-        sink.write(status + b" " + str(len(payload)).encode() + b"\n")  # type: ignore[attr-defined]
-        sink.write(payload)  # type: ignore[attr-defined]
-        sink.flush()  # type: ignore[attr-defined]
+        sink.write(status + b" " + str(len(payload)).encode() + b"\n")
+        sink.write(payload)
+        sink.flush()
 
 
 if __name__ == "__main__":
