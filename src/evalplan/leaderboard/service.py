@@ -25,7 +25,7 @@ from threading import Lock
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import aligned, item_order, read_rows
@@ -73,6 +73,13 @@ def _item_shape(session: Session, bench: Benchmark) -> tuple[int, int]:
     return int(count or 0), -1 if last is None else int(last)
 
 
+#: each model's count and mean of its scores at positions < :n (the items, when their positions are 0..n-1)
+SQLITE_ROW_SUMMARIES = (
+    "SELECT r.model_id, count(*), avg(j.value) FROM score_rows r CROSS JOIN json_each(r.vals) j "
+    "WHERE r.benchmark_id = :b AND r.metric = :m AND j.type IN ('real', 'integer') AND j.key < :n "
+    "GROUP BY r.model_id")
+
+
 def _row_summaries(session: Session, bench: Benchmark, n_items: int, last_position: int
                    ) -> dict[str, tuple[int, float]]:
     """model id -> (scored items, mean score) under the benchmark's default metric, from the stored score rows
@@ -84,13 +91,20 @@ def _row_summaries(session: Session, bench: Benchmark, n_items: int, last_positi
         if key in _SUMMARIES:
             _SUMMARIES.move_to_end(key)
             return _SUMMARIES[key]
-    _, _, positions = item_order(session, bench.id)
     out: dict[str, tuple[int, float]] = {}
-    for model_id, (row, _version) in read_rows(session, bench.id, bench.default_metric).items():
-        values = aligned(row, positions)
-        present = values[~np.isnan(values)]
-        if present.size:
-            out[model_id] = (int(present.size), float(present.mean()))
+    if session.get_bind().dialect.name == "sqlite" and n_items == last_position + 1:
+        # positions 0..n-1: SQLite's json_each counts and averages each row in C (decoding 10,000 rows of JSON
+        # in Python took most of a cold request)
+        for model_id, count, mean in session.execute(text(SQLITE_ROW_SUMMARIES),
+                                                     {"b": bench.id, "m": bench.default_metric, "n": n_items}):
+            out[model_id] = (int(count), float(mean))
+    else:
+        _, _, positions = item_order(session, bench.id)
+        for model_id, (row, _version) in read_rows(session, bench.id, bench.default_metric).items():
+            values = aligned(row, positions)
+            present = values[~np.isnan(values)]
+            if present.size:
+                out[model_id] = (int(present.size), float(present.mean()))
     with _SUMMARIES_LOCK:
         _SUMMARIES[key] = out
         while len(_SUMMARIES) > _SUMMARIES_SIZE:
@@ -192,10 +206,11 @@ def build(session: Session, benchmark_refs: list[str], *, level: float | None = 
                            [{"parameter": "sort", "detail": f"choices: {', '.join([*names, 'mean', 'model'])}"}])
     cells: dict[str, dict[str, dict[str, Any]]] = {}  # model name -> benchmark name -> cell
     meta: list[dict[str, Any]] = []
-    for bench in benchmarks:
-        measured, partial, n_items = _measured(session, bench)
-        ids = set(measured) | partial
-        model_names = dict(session.execute(select(Model.id, Model.name).where(Model.id.in_(ids))).all()) if ids else {}
+    found = [_measured(session, bench) for bench in benchmarks]
+    every = set().union(*(set(measured) | partial for measured, partial, _ in found))
+    # the readable models' names (scoped), in one query for every benchmark
+    model_names = dict(session.execute(select(Model.id, Model.name).where(Model.id.in_(every))).all()) if every else {}
+    for bench, (measured, partial, n_items) in zip(benchmarks, found, strict=True):
         for model_id, cell in measured.items():
             if model_id in model_names:
                 cells.setdefault(model_names[model_id], {})[bench.name] = cell
