@@ -22,8 +22,14 @@ The design (active statistical inference, Zrnic & Candes 2024; FAQ, Wu, Nair & C
   nonnegative martingale when ``m = mu``; Ville's inequality makes ``{m : K_t(m) < 1/alpha}`` valid at every
   t at once, so at a data-dependent stop. Intersected with the logical bounds (observed items are known
   exactly, the rest lie in the score range) and with its own past (running intersection: the half-width
-  never grows). ``interval_kind="fixed_n"`` reports instead the martingale-CLT interval of the
-  predictably weighted mean of the terms (narrower; valid at a fixed n only, not at a precision stop).
+  never grows): ``interval_kind="anytime"``, for callers who look after every item and may stop at any
+  time. ``interval_kind="sequential"`` (the default) reports the fixed-width sequential interval of Chow &
+  Robbins (1965) on the terms: their mean weighted by ``(N / |R_t|)^2`` (predictable), the weighted mean's
+  martingale-CLT variance plus the floor ``(hi - lo)^2 / n`` per term, and at least half the betting
+  sequence's half-width (an outer guard against a lucky small variance and rare large terms): valid at the
+  session's precision stop (asymptotically, Chow & Robbins Thm 2; measured in docs/RESULTS.md "Precision
+  stops valid at the stop") with about 0.6x the items of the betting sequence. ``interval_kind="fixed_n"`` reports
+  the martingale-CLT interval of the terms' mean (narrowest; valid at a fixed n only, not at a precision stop).
 * Point estimate: the working model's estimate ``(sum_observed y + sum_unobserved mu) / N`` clipped into
   the valid interval (``point="model"``, the default), or the weighted mean of the terms
   (``point="design"``); both are reported.
@@ -48,14 +54,24 @@ from .base import ItemEstimator, one_blas_thread, z_of
 from .config import REFGP_VARIANTS, SessionConfig
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
-from .stopping import StopRule
+from .stopping import StopRule, sequential_half_width
 
 UNIFORM_SHARE = 0.25  # gamma: the uniform floor of the draw probabilities
 EXTRAPOLATION_SHARE = 0.6  # gamma once the terms say the target is outside the references
 GRID = 2000  # candidate means of the confidence sequence over the score range
 TRUNCATION = 0.5  # bets at most this fraction of the way to ruin (WSR's hedged-capital default)
 BINARY_CLIP = 0.02  # predicted probabilities are kept in [c, 1 - c] for the spread
-INTERVAL_KINDS = ("anytime", "fixed_n")
+INTERVAL_KINDS = ("sequential", "anytime", "fixed_n")
+INTERVAL_KIND = "sequential"  # the default: valid at the precision stop, cheaper than the betting sequence
+SEQUENTIAL_GUARD = 2.0  # the sequential interval is at least the betting CS's half-width / this
+# the sequential interval's term weights (N / |R_t|)^p (predictable: a term's spread shrinks with the remainder
+# |R_t|, so p = 2 is inverse-variance for equal residuals); measured against p = 0 and 1 (stop_rule_bench)
+REMAINDER_POWER = 2.0
+# the floor scaled by 4 m (1 - m) at the smoothed estimate: measured, it under-covered (50% on AlpacaEval's best
+# models at ±0.02), so off: the floor is span^2 / n
+BERNOULLI_FLOOR = False
+#: what stops a session on precision, per interval kind (the response's ``design.stop_rule``)
+STOP_RULES = {"sequential": "chow_robbins_floor_cs_guard", "anytime": "betting_cs", "fixed_n": "fixed_n_clt"}
 WORKING_MODELS = ("refgp_ivr", "refgp_v3")  # refgp presets, run with variance="model" (the design needs no other)
 WORKING_MODEL = "refgp_v3"  # its shifted / unshifted means by evidence: the better predictions (bench)
 SHARES = (0.25, 0.5, 1.0)  # the uniform shares the adaptive rule chooses among
@@ -98,6 +114,9 @@ class DesignCS:
         self._ratio_num = 1.0  # realized / predicted variance of the terms, shrunk to 1 (1 pseudo-term)
         self._wsum = self._wtheta = 0.0
         self._terms: list[tuple[float, float]] = []  # (theta, weight)
+        # remainder-weighted sums of the terms, w = (N / |R_t|)^REMAINDER_POWER (predictable): sum w, w^2, w theta,
+        # w^2 theta, w^2 theta^2 (the sequential interval)
+        self._rsum = [0.0, 0.0, 0.0, 0.0, 0.0]
         self.low, self.high = lo, hi  # the running intersection
 
     def mean(self) -> float | None:
@@ -107,8 +126,9 @@ class DesignCS:
         """The predicted variance of the next term, scaled by the realized / predicted ratio so far."""
         return max(pred_var, 1e-12) * self._ratio_num / (1.0 + self.t)
 
-    def update(self, theta: float, a: float, b: float, pred_var: float) -> None:
-        """Add the term ``theta`` with predictable bounds ``a <= theta <= b`` and predicted variance."""
+    def update(self, theta: float, a: float, b: float, pred_var: float, remainder_weight: float = 1.0) -> None:
+        """Add the term ``theta`` with predictable bounds ``a <= theta <= b``, predicted variance and the
+        sequential interval's (predictable) weight."""
         t = self.t + 1
         v = self.scaled_variance(pred_var)
         lam = math.sqrt(2.0 * math.log(2.0 / self.alpha) / (v * t * math.log(1.0 + t)))
@@ -126,6 +146,9 @@ class DesignCS:
         self._wsum += w
         self._wtheta += w * theta
         self._terms.append((theta, w))
+        rw = remainder_weight
+        for k, v in enumerate((rw, rw * rw, rw * theta, rw * rw * theta, rw * rw * theta * theta)):
+            self._rsum[k] += v
         self.t = t
         log_k = np.logaddexp(self._log_pos, self._log_neg) + math.log(0.5)
         keep = np.flatnonzero(self._alive & (log_k < math.log(1.0 / self.alpha)))
@@ -146,6 +169,27 @@ class DesignCS:
         var = float((w * w * (th - mean) ** 2).sum()) / self._wsum ** 2 * T / (T - 1)
         half = z_of(level) * math.sqrt(max(var, 0.0))
         return mean - half, mean + half
+
+    def sequential(self, level: float, span: float, guard: float,
+                   origin: float | None = None) -> tuple[float, float] | None:
+        """The fixed-width sequential interval of the terms' mean (``stopping.sequential_half_width``): the
+        terms' sample variance plus ``span^2 / n``, at least the betting CS's half-width / ``guard``."""
+        T = len(self._terms)
+        if T < 2:
+            return None
+        w1, w2, wt, w2t, w2t2 = self._rsum
+        mean = wt / w1
+        clt = max(w2t2 - 2.0 * mean * w2t + mean * mean * w2, 0.0) / (w1 * w1) * T / (T - 1)
+        n_eff = w1 * w1 / w2
+        cs_half = (self.high - self.low) / 2.0 if guard > 0 else None
+        unit = (mean - origin) / span if origin is not None else None
+        half = sequential_half_width(T, clt * n_eff, span, level, n_eff=n_eff, unit_mean=unit,
+                                     guard_half_width=cs_half, guard=guard)
+        return mean - half, mean + half
+
+    def sequential_mean(self) -> float | None:
+        """The remainder-weighted mean of the terms (the sequential interval's centre)."""
+        return self._rsum[2] / self._rsum[0] if self._rsum[0] > 0 else None
 
     def fixed_n_variance(self) -> float | None:
         T = len(self._terms)
@@ -172,7 +216,7 @@ class ActiveDesignEstimator(ItemEstimator):
                  interval_kind: str | None = None, point: str = "model", working_model: str = WORKING_MODEL,
                  adaptive_share: bool = True, equal_weights: bool = True) -> None:
         super().__init__(prior, config)
-        kind = interval_kind or getattr(config, "interval_kind", None) or "anytime"
+        kind = interval_kind or getattr(config, "interval_kind", None) or INTERVAL_KIND
         if kind not in INTERVAL_KINDS:
             raise ValueError(f"interval_kind: must be one of {INTERVAL_KINDS}, got {kind!r}")
         if point not in POINTS:
@@ -184,7 +228,9 @@ class ActiveDesignEstimator(ItemEstimator):
             score_range = (0.0, 1.0) if V.size and V.min() >= 0.0 and V.max() <= 1.0 else (-math.inf, math.inf)
         self.lo, self.hi = float(score_range[0]), float(score_range[1])
         self.bounded = math.isfinite(self.lo) and math.isfinite(self.hi) and self.hi > self.lo
-        self.interval_kind = kind if self.bounded else "fixed_n"
+        # without bounds there is no confidence sequence: the sequential interval without its guard
+        self.interval_kind = kind if self.bounded or kind == "fixed_n" else "sequential"
+        self.span = (self.hi - self.lo) if self.bounded else (float(V.max() - V.min()) if V.size else 1.0)
         self.point = point
         self.base_share = float(uniform_share)
         self.extrapolation_share = float(extrapolation_share)
@@ -221,7 +267,8 @@ class ActiveDesignEstimator(ItemEstimator):
         return {**self.model.hyperparameters, "design": self.design_state()}
 
     def design_state(self) -> dict[str, Any]:
-        return {"interval_kind": self.interval_kind, "uniform_share": self.uniform_share,
+        return {"interval_kind": self.interval_kind, "stop_rule": STOP_RULES[self.interval_kind],
+                "uniform_share": self.uniform_share,
                 "extrapolation": self.extrapolation, "n_design_terms": self.cs.t,
                 "model_estimate": self.model_estimate, "design_estimate": self.design_estimate,
                 "point": self.point, "working_model": self.working_model}
@@ -231,7 +278,11 @@ class ActiveDesignEstimator(ItemEstimator):
         if self.interval_kind == "anytime" and abs(level - self.level) < 1e-12:
             a, b = max(lo, self.cs.low), min(hi, self.cs.high)
         else:
-            fixed = self.cs.fixed_n(level)
+            if self.interval_kind == "sequential":
+                fixed = self.cs.sequential(level, max(self.span, 1e-12), SEQUENTIAL_GUARD if self.bounded else 0.0,
+                                           self.lo if self.bounded and BERNOULLI_FLOOR else None)
+            else:
+                fixed = self.cs.fixed_n(level)
             if fixed is None:
                 a, b = lo, hi
                 if not self.bounded:  # no terms yet and no bounds: the model's interval
@@ -342,10 +393,11 @@ class ActiveDesignEstimator(ItemEstimator):
             base = known + d.pred_sum
             theta = (base + (d.score - d.mu) / d.q) / N
             a, b = (base + d.low) / N, (base + d.high) / N
+            rw = (N / max(d.n_remaining, 1)) ** REMAINDER_POWER
             if self.bounded:
-                self.cs.update(theta, a, b, d.pred_var)
+                self.cs.update(theta, a, b, d.pred_var, rw)
             else:
-                self.cs.update(theta, -math.inf, math.inf, d.pred_var)
+                self.cs.update(theta, -math.inf, math.inf, d.pred_var, rw)
             self._next_final += 1
             self._adapt.append(((d.score - d.mu) ** 2, d.q, d.active, 1.0 / d.n_remaining))
         self._check_extrapolation()
