@@ -157,7 +157,7 @@ def ingredients(Y: np.ndarray, seed: int, level: float, method: str = "mrmr") ->
         out[f"{tag}_diff"] = np.array([x[0] for x in diff])
         out[f"{tag}_diff_lower"] = np.array([x[1] for x in diff])
         out[f"{tag}_diff_upper"] = np.array([x[2] for x in diff])
-    return {**{key: np.asarray(v, dtype=float).tolist() for key, v in out.items()}, "refs": refs}  # type: ignore[dict-item]
+    return {**{key: np.asarray(v, dtype=float).tolist() for key, v in out.items()}, "refs": refs}
 
 
 RULES = ("calibrated", "extended", "design", "hybrid", "difference", "mrmr 75% + draw 25%, calibrated",
