@@ -54,7 +54,7 @@ def test_coverage_at_a_precision_stop() -> None:
     for rep in range(60):
         X, _ = population(25, 300, seed=200 + rep)
         prior = BucketPrior.from_reference_scores(X[1:])
-        trace = run_active_design(X[1:], X[0], half_width=0.06, seed=rep)
+        trace = run_active_design(X[1:], X[0], half_width=0.06, seed=rep, interval_kind="anytime")
         lo, hi = trace[-1]["ci"]
         stopped += int((hi - lo) / 2 <= 0.06)
         covered += int(lo <= X[0].mean() <= hi)
@@ -70,7 +70,7 @@ def test_a_wrong_working_model_still_covers_and_intervals_never_grow() -> None:
     for rep in range(30):
         X, _ = population(25, 250, seed=400 + rep, shifted=1.5 if rep % 2 else None)
         target = X[0] if rep % 2 else 1.0 - X[0]
-        trace = run_active_design(X[1:], target, budget=120, seed=rep)
+        trace = run_active_design(X[1:], target, budget=120, seed=rep, interval_kind="anytime")
         widths = [t["ci"][1] - t["ci"][0] for t in trace]
         assert all(b <= a + 1e-12 for a, b in zip(widths, widths[1:]))
         missed += sum(not (t["ci"][0] <= target.mean() <= t["ci"][1]) for t in trace) > 0
@@ -123,7 +123,7 @@ def test_an_item_not_proposed_is_known_but_enters_no_term_and_batches_work() -> 
 def test_fixed_n_interval_is_narrower_and_reported() -> None:
     X, _ = population(25, 400, seed=17)
     prior = BucketPrior.from_reference_scores(X[1:])
-    anytime = run(prior, X[0], 80, seed=1)
+    anytime = run(prior, X[0], 80, seed=1, interval_kind="anytime")
     fixed = run(prior, X[0], 80, seed=1, interval_kind="fixed_n")
     assert anytime.observed_items == fixed.observed_items
     assert fixed.ci[1] - fixed.ci[0] < anytime.ci[1] - anytime.ci[0]

@@ -17,15 +17,37 @@ def post(client: TestClient, session: dict, item: str, score: float) -> dict:
     return r.json()  # type: ignore[no-any-return]
 
 
-def test_default_is_active_design_and_stops_on_its_confidence_sequence(client: TestClient) -> None:
+def test_default_stops_on_the_sequential_rule_and_says_so(client: TestClient) -> None:
+    """Issue 33: the default session stops on the sequential (Chow-Robbins, guarded) interval, and its
+    response names the rule that stopped it."""
     assert DEFAULT_METHOD == "active_design"
-    data = upload(client, "designbench")
+    data = upload(client, "designbench5")
     r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": "tgt-a", "seed": 4,
                                           "reference_models": data["refs"], "stop": {"half_width": 0.2}})
     assert r.status_code == 201, r.text
     session = r.json()
+    assert session["method"] == "active_design" and session["interval_kind"] == "sequential"
+    truth = data["truth"]["tgt-a"]
+    while session["status"] == "active":
+        session = post(client, session, session["next_items"][0], truth[session["next_items"][0]])
+        lo, hi = session["ci"]
+        assert lo <= session["estimate"] <= hi
+    assert session["stop_reason"] == "precision" and (hi - lo) / 2 <= 0.2
+    assert session["design"]["stop_rule"] == "chow_robbins_floor_cs_guard"
+    again = client.get(f"/v1/sessions/{session['id']}").json()
+    assert again["design"]["stop_rule"] == "chow_robbins_floor_cs_guard" and again["interval_kind"] == "sequential"
+
+
+def test_anytime_stops_on_its_confidence_sequence(client: TestClient) -> None:
+    data = upload(client, "designbench")
+    r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": "tgt-a", "seed": 4,
+                                          "reference_models": data["refs"], "stop": {"half_width": 0.2},
+                                          "interval_kind": "anytime"})
+    assert r.status_code == 201, r.text
+    session = r.json()
     assert session["method"] == "active_design" and session["config"]["method"] == "active_design"
     assert session["interval_kind"] == "anytime" and session["design"]["uniform_share"] > 0
+    assert session["design"]["stop_rule"] == "betting_cs"
     truth = data["truth"]["tgt-a"]
     widths = []
     while session["status"] == "active":

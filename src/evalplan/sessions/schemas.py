@@ -77,9 +77,11 @@ class SessionCreate(RequestModel):
         None, description="The method's parameters: refgp {mean, variance, selection, directions} (its variants: "
                           "docs/SEQUENTIAL.md), active_design {uniform_share, extrapolation_share, working_model, "
                           "point, adaptive_share}.")
-    interval_kind: Literal["anytime", "fixed_n"] | None = Field(
-        None, description="active_design only: anytime (default; a confidence sequence, valid at any stop) or "
-                          "fixed_n (narrower, valid at a fixed budget only; not with stop.half_width > 0).")
+    interval_kind: Literal["sequential", "anytime", "fixed_n"] | None = Field(
+        None, description="active_design only: sequential (default; Chow-Robbins fixed-width interval with a "
+                          "variance floor and a confidence-sequence guard, valid at the precision stop), anytime "
+                          "(a confidence sequence, valid however often you look) or fixed_n (narrower, valid at a "
+                          "fixed budget only; not with stop.half_width > 0).")
     hyperparameters: dict[str, float] | None = Field(None, description="{alpha, beta, sigma2}; fixes them.")
     seed: Seed | None = Field(None, description="Random seed (default 0).")
     visibility: Visibility = Field("private", description="private (the owning team only) or public (readable "

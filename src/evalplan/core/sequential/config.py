@@ -66,7 +66,7 @@ def refgp_variant(params: dict[str, Any] | None) -> str | None:
 
 BAYESAME_METHODS = ("bayesame", "bayesame_rs", "rs_mean")  # the methods that take hyperparameters
 DESIGN_METHODS = ("active_design",)  # the methods with a design-based interval (interval_kind)
-INTERVAL_KINDS = ("anytime", "fixed_n")
+INTERVAL_KINDS = ("sequential", "anytime", "fixed_n")  # active_design.INTERVAL_KINDS; sequential the default
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 
 
@@ -96,7 +96,7 @@ class SessionConfig:
     level: float = DEFAULT_LEVEL  # the level of the session's ci (= stop.level when stop is given)
     max_items_fraction: float | None = None  # as requested; max_items holds the resolved count
     previous: list[dict[str, Any]] | None = None  # earlier checkpoints (core.sequential.checkpoints)
-    interval_kind: str | None = None  # active_design: "anytime" (default) or "fixed_n" (fixed budgets only)
+    interval_kind: str | None = None  # active_design: "sequential" (default), "anytime" or "fixed_n" (fixed n only)
     method_params: dict[str, Any] | None = None  # refgp: its variant's parameters; active_design: its own
     compare: dict[str, Any] | None = None  # a paired session (core.paired.PairedSession): {to, kind, model, delta}
 

@@ -11,6 +11,10 @@ precision stopping").
   means of bounded random variables by betting", JRSS-B, §5 and App. on WoR sampling; the defaults of
   ``confseq.betting.hedged_cs``). ``P(for all t: mean in CS_t) >= level``: it stays valid however often
   the caller looks, provided the items are drawn uniformly at random without replacement.
+* ``sequential_half_width``: the fixed-width sequential interval of Chow & Robbins (1965) for a mean of
+  (martingale) terms, the terms' variance estimate plus a floor ``span^2 / n`` from the score range, and an
+  optional outer guard by a confidence sequence: the default precision stop of ``active_design`` and
+  ``random`` (``interval_kind: "sequential"``; docs/SEQUENTIAL.md "Precision stop").
 * ``PrecisionSession``: wraps any estimator (``estimate``, ``variance``, ``propose``, ``observe``,
   ``stopped``, ``stop_reason``, ``trajectory``) and applies the rule, the level and the range.
 """
@@ -94,6 +98,41 @@ def normal_interval(estimate: float, variance: float, level: float) -> tuple[flo
 def _normal_quantile(p: float) -> float:
     """``norm.ppf(p)``, memoized (scipy's ppf costs about 0.1 ms a call; sessions ask every observation)."""
     return float(norm.ppf(p))
+
+
+def sequential_half_width(n: int, s2: float, span: float, level: float, *, fpc: float = 1.0,
+                          n_eff: float | None = None, unit_mean: float | None = None,
+                          guard_half_width: float | None = None, guard: float = 0.0) -> float:
+    """Half-width of the fixed-width sequential interval of Chow & Robbins (1965, "On the asymptotic theory
+    of fixed-width sequential confidence intervals for the mean", Ann. Math. Statist. 36): the stop
+    ``N = inf{n >= n0 : n >= (z / d)^2 (V_n + 1/n)}`` is the first n where
+    ``z sqrt(fpc (V_n + 1/n) / n) <= d``; its interval covers with probability -> ``level`` as d -> 0
+    (their Thm 2), the ``1/n`` keeping a lucky small ``V_n`` from stopping early. Here ``V_n = s2`` the terms'
+    sample variance and the ``1/n`` is in score units, ``span^2 / n`` (``span`` the width of the score range;
+    Chow & Robbins' ``n^-1`` for scores in [0, 1]). ``fpc``: the finite-population correction ``1 - n/N`` of
+    uniform sampling (1 for design terms, whose remainder already shrinks). ``n_eff``: for a weighted mean of
+    terms, ``(sum w)^2 / sum w^2``, with ``s2 = n_eff`` times the weighted mean's CLT variance (default n).
+
+    ``unit_mean``: the estimate rescaled to [0, 1]; given, the floor is scaled by the Bernoulli bound at the
+    smoothed mean, ``4 m (1 - m)`` with ``m = (n unit_mean + 1) / (n + 2)`` (a bounded score's variance is at
+    most ``m (1 - m) span^2``, Bhatia & Davis 2000): near the ends of the range the floor shrinks as the
+    variance can, never to 0.
+
+    ``guard`` > 0 adds an outer guard by an anytime-valid confidence sequence of half-width
+    ``guard_half_width``: the half-width is at least ``guard_half_width / guard``, so a precision stop at
+    ``h`` also needs the confidence sequence within ``guard * h`` (measured, docs/RESULTS.md "Precision
+    stops valid at the stop")."""
+    if n < 2:
+        return math.inf
+    denominator = float(n if n_eff is None else n_eff)
+    floor = span * span / n
+    if unit_mean is not None:
+        m = (n * min(max(unit_mean, 0.0), 1.0) + 1.0) / (n + 2.0)
+        floor *= 4.0 * m * (1.0 - m)
+    half = _normal_quantile(0.5 + level / 2.0) * math.sqrt(max(fpc, 0.0) * (max(s2, 0.0) + floor) / denominator)
+    if guard > 0 and guard_half_width is not None:
+        half = max(half, guard_half_width / guard)
+    return float(half)
 
 
 def interval_at(estimator: Any, level: float, score_range: tuple[float, float]) -> tuple[float, float]:
