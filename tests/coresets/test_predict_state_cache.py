@@ -5,6 +5,8 @@ coreset; either way the interval is exactly the one ``loo_conformal_interval`` g
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from sqlalchemy import select, update
@@ -34,7 +36,7 @@ def test_the_aipw_loo_interval_is_computed_once_per_coreset(committed_client, co
     calls: list[int] = []
     real = intervals.loo_conformal_interval
 
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
@@ -43,7 +45,7 @@ def test_the_aipw_loo_interval_is_computed_once_per_coreset(committed_client, co
     np.testing.assert_allclose(stored, reference_loo_errors(fit, "aipw"), atol=1e-12)
     calls.clear()
 
-    def predict_three() -> list:  # type: ignore[type-arg]
+    def predict_three() -> list[Any]:
         score_predictions._PREPARED.clear()  # a new process
         outs = [client.post(f"/v1/coresets/{coreset['id']}/predict", json={"scores": posted, "level": level})
                 for level in (LEVEL, LEVEL, 0.8)]

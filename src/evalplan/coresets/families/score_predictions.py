@@ -280,9 +280,9 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
             # leave-one-reference-out residuals (loo_conformal_interval), whose M refits depend on the
             # references alone: computed once per cached coreset (_loo_errors), not per request
             loo = _loo_errors(prep, bid, name)
-            center = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
+            guarded = np.asarray(_fitted(prep, bid, name).predict(X_t[rows]), dtype=float)
             q = conformal_half_width(loo, level)
-            centers[rows], lowers[rows], uppers[rows] = center, center - q, center + q
+            centers[rows], lowers[rows], uppers[rows] = guarded, guarded - q, guarded + q
             for t in rows:
                 kinds[t], used[t] = kind, loo
         per_bench[bid] = {"chosen": chosen, "flags": flags, "centers": centers, "lowers": lowers, "uppers": uppers,
