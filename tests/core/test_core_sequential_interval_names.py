@@ -10,13 +10,15 @@ from evalplan.core.sequential.interval_names import (
     CONFIDENCE_INTERVAL,
     CONFIDENCE_SEQUENCE,
     CREDIBLE_INTERVAL,
+    SEQUENTIAL_INTERVAL,
     interval_kind_of,
     interval_label,
 )
 
 
 @pytest.mark.parametrize(("method", "config", "kind"), [
-    ("active_design", {}, CONFIDENCE_SEQUENCE),
+    ("active_design", {}, SEQUENTIAL_INTERVAL),
+    ("active_design", {"interval_kind": "anytime"}, CONFIDENCE_SEQUENCE),
     ("active_design", {"interval_kind": "fixed_n"}, CONFIDENCE_INTERVAL),
     ("random", {}, CONFIDENCE_INTERVAL),
     ("random", {"stop": {"half_width": 0.05, "anytime_valid": True}}, CONFIDENCE_SEQUENCE),
@@ -36,8 +38,9 @@ def test_each_method_names_its_interval(method: str, config: dict, kind: str) ->
 def test_every_method_has_a_name_and_the_label_carries_the_level() -> None:
     for method in METHODS:
         assert interval_kind_of(method, None) in (CONFIDENCE_SEQUENCE, CONFIDENCE_INTERVAL, CREDIBLE_INTERVAL,
-                                                  APPROXIMATE_INTERVAL)
-    assert interval_label(0.95, "active_design") == "95% confidence sequence (anytime-valid)"
+                                                  APPROXIMATE_INTERVAL, SEQUENTIAL_INTERVAL)
+    assert interval_label(0.95, "active_design") == "95% sequential confidence interval (valid at the stop)"
+    assert interval_label(0.95, "active_design", {"interval_kind": "anytime"}) == "95% confidence sequence (anytime-valid)"
     assert interval_label(0.9, "random") == "90% confidence interval (fixed n)"
     assert interval_label(0.95, "bayesame", {"stop": {"anytime_valid": True}}, multi_target=True) \
         == "95% credible interval (posterior)"  # the betting sequence is for single-target sessions only

@@ -102,7 +102,7 @@ def test_session_page_names_the_methods_interval(client) -> None:
     # issue 34: the session chart called active_design's confidence sequence and random's exact interval
     # "95% credible interval"; the page, its chart and the plot endpoint name each method's own interval
     data = create_benchmark(client, "named", capability="knowledge", n_models=12, n_items=30, seed=3, text=False)
-    expected = {"active_design": "95% confidence sequence (anytime-valid)",
+    expected = {"active_design": "95% sequential confidence interval (valid at the stop)",
                 "random": "95% confidence interval (fixed n)", "bayesame": "95% credible interval (posterior)"}
     for method, name in expected.items():
         run = run_session(client, data, 1, n=4, method=method)

@@ -2,8 +2,9 @@
 called every band a "credible interval", also ``active_design``'s confidence sequence and ``random``'s exact
 finite-population interval).
 
-* ``active_design``: a betting **confidence sequence** (anytime-valid), or with ``interval_kind: fixed_n`` the
-  martingale-CLT **confidence interval** (valid at a fixed budget);
+* ``active_design``: by default (``interval_kind: sequential``) the Chow-Robbins **sequential confidence
+  interval** (valid at the precision stop, issue 33); with ``interval_kind: anytime`` a betting **confidence
+  sequence** (anytime-valid); with ``fixed_n`` the martingale-CLT **confidence interval** (a fixed budget);
 * ``random``: the exact finite-population **confidence interval** (fixed n);
 * ``refgp`` with ``variance: design_loo`` (the former ``refgp_dr``): the difference estimator's design-based
   **confidence interval**;
@@ -25,10 +26,12 @@ CONFIDENCE_SEQUENCE = "confidence sequence"
 CONFIDENCE_INTERVAL = "confidence interval"
 CREDIBLE_INTERVAL = "credible interval"
 APPROXIMATE_INTERVAL = "approximate interval"
+SEQUENTIAL_INTERVAL = "sequential confidence interval"
 
 #: the short phrase after the kind, saying what it holds for
 QUALIFIER = {CONFIDENCE_SEQUENCE: "anytime-valid", CONFIDENCE_INTERVAL: "fixed n",
-             CREDIBLE_INTERVAL: "posterior", APPROXIMATE_INTERVAL: "delta method"}
+             CREDIBLE_INTERVAL: "posterior", APPROXIMATE_INTERVAL: "delta method",
+             SEQUENTIAL_INTERVAL: "valid at the stop"}
 
 
 def interval_kind_of(method: str, config: Mapping[str, Any] | None = None, *, multi_target: bool = False) -> str:
@@ -38,7 +41,8 @@ def interval_kind_of(method: str, config: Mapping[str, Any] | None = None, *, mu
     if not multi_target and isinstance(stop, Mapping) and stop.get("anytime_valid"):
         return CONFIDENCE_SEQUENCE
     if method == "active_design":
-        return CONFIDENCE_INTERVAL if config.get("interval_kind") == "fixed_n" else CONFIDENCE_SEQUENCE
+        kind = config.get("interval_kind")
+        return {"fixed_n": CONFIDENCE_INTERVAL, "anytime": CONFIDENCE_SEQUENCE}.get(kind, SEQUENTIAL_INTERVAL)
     if method == "random":
         return CONFIDENCE_INTERVAL
     if method.startswith("refgp"):
