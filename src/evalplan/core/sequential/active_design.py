@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import ItemEstimator, one_blas_thread, z_of
+from .base import ItemEstimator, one_blas_thread, paper_converged, z_of
 from .config import REFGP_VARIANTS, SessionConfig
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
@@ -462,13 +462,10 @@ class ActiveDesignEstimator(ItemEstimator):
         n = self.n_observed
         if cfg.stop is None and n % cfg.batch_size == 0:
             self._iter_estimates.append(self.estimate)
-            W = cfg.effective_window
             lo, hi = self.ci
-            if len(self._iter_estimates) >= W:
-                last = self._iter_estimates[-W:]
-                if max(last) - min(last) <= cfg.epsilon1 and hi - lo <= cfg.epsilon2:
-                    self.stopped, self.stop_reason = True, "converged"
-                    return
+            if paper_converged(self._iter_estimates, cfg.effective_window, hi - lo, cfg):
+                self.stopped, self.stop_reason = True, "converged"
+                return
         if cfg.max_items is not None and n >= cfg.max_items:
             self.stopped, self.stop_reason = True, "max_items"
         elif n >= self.n_items:

@@ -87,6 +87,17 @@ def store_derived(prior: BucketPrior, key: str, value: Any) -> Any:
     return value
 
 
+def paper_converged(history: list[float], window: int, interval_width: float, config: SessionConfig) -> bool:
+    """papers/004 App. C.1's convergence test, the one place it is written: over the last ``window`` iterations
+    the estimate moved <= ``epsilon1`` and the interval is <= ``epsilon2`` wide. Callers: :func:`paper_stop`
+    (BayesAME and the single-target estimators, the paper's 95% normal interval), ``active_design`` (its own
+    interval) and the multi-target estimator (per target)."""
+    if len(history) < window:
+        return False
+    last = history[-window:]
+    return max(last) - min(last) <= config.epsilon1 and interval_width <= config.epsilon2
+
+
 def paper_stop(est: Any) -> None:
     """papers/004 App. C.1 stopping (as ``SequentialEstimator._check_stop``): over the last W iterations
     the estimate moved <= eps1 and the 95% interval is <= eps2 wide; else ``max_items`` /
@@ -95,12 +106,9 @@ def paper_stop(est: Any) -> None:
     n = est.n_observed
     if cfg.stop is None and n % cfg.batch_size == 0:  # a ``stop`` rule replaces it (stopping.PrecisionSession)
         est._iter_estimates.append(est.estimate)
-        W = cfg.effective_window
-        if len(est._iter_estimates) >= W:
-            last = est._iter_estimates[-W:]
-            if max(last) - min(last) <= cfg.epsilon1 and 2.0 * z_of(0.95) * math.sqrt(est.variance) <= cfg.epsilon2:
-                est.stopped, est.stop_reason = True, "converged"
-                return
+        if paper_converged(est._iter_estimates, cfg.effective_window, 2.0 * z_of(0.95) * math.sqrt(est.variance), cfg):
+            est.stopped, est.stop_reason = True, "converged"
+            return
     if cfg.max_items is not None and n >= cfg.max_items:
         est.stopped, est.stop_reason = True, "max_items"
     elif n >= est.n_items:

@@ -35,6 +35,7 @@ from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 
 from evalplan.core.linalg import jittered_cholesky
 
+from .base import paper_converged
 from .config import SessionConfig
 from .estimator import Z975, checked_score, information_gain_scores, lower_solves
 from .numeric import AdamW, torch_randn
@@ -537,14 +538,9 @@ class MultiTargetEstimator:
                 self.stopped[t], self.stop_reasons[t] = True, "precision"
                 return
         elif not self.in_init_phase(t):  # the initial 10% is always evaluated
-            W = cfg.window
-            hist = self._iter_estimates[t]
-            if len(hist) >= W:
-                last = hist[-W:]
-                if (max(last) - min(last) <= cfg.epsilon1
-                        and 2.0 * Z975 * math.sqrt(self.variances[t]) <= cfg.epsilon2):
-                    self.stopped[t], self.stop_reasons[t] = True, "converged"
-                    return
+            if paper_converged(self._iter_estimates[t], cfg.window, 2.0 * Z975 * math.sqrt(self.variances[t]), cfg):
+                self.stopped[t], self.stop_reasons[t] = True, "converged"
+                return
         if cfg.max_items is not None and n >= cfg.max_items:
             self.stopped[t], self.stop_reasons[t] = True, "max_items"
         elif n >= self.n_items:
