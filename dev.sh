@@ -7,6 +7,8 @@
 #                    + headless Chromium for the pages; as root it apt-installs Debian's chromium once)
 #   ./dev.sh lint    set up .venv and run the lint and type gates (ruff, mypy), as CI does first
 #   ./dev.sh setup   only set up .venv
+#   ./dev.sh run CMD run CMD with the venv's python and evalplan first on PATH (set up with the [worker,harness]
+#                    extras: the README's examples, inspect and lm-eval included), from a shell without the venv
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -59,6 +61,12 @@ case "$command" in
   setup) setup ;;
   serve) setup worker; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
   test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
+  run)   # a README command from a fresh shell: the venv's python and evalplan first on PATH, no activation
+         [ -f "$VENV/.evalplan-installed-worker-harness-test" ] && [ "$VENV/.evalplan-installed-worker-harness-test" -nt pyproject.toml ] \
+           || setup worker,harness
+         [ $# -gt 0 ] || { echo "usage: ./dev.sh run COMMAND [ARGS...]" >&2; exit 2; }
+         case "$VENV" in /*) venv_dir="$VENV" ;; *) venv_dir="$PWD/$VENV" ;; esac
+         PATH="$venv_dir/bin:$PATH" VIRTUAL_ENV="$venv_dir" exec "$@" ;;
   lint)  setup; "$VENV/bin/ruff" check . && exec "$VENV/bin/mypy" ;;
-  *) echo "usage: ./dev.sh serve|test|lint|setup" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh serve|test|lint|setup|run COMMAND..." >&2; exit 2 ;;
 esac

@@ -7,14 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from evalplan.client import EvalplanClient
 from support.helpers import ROOT, embedded_server
-from support.readme import DATA, example_body, script_env, section, shown_examples
+from support.readme import DATA, example_body, fresh_shell_env, section, shown_examples
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +38,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvalplanClient]
 def ci_loop(server: EvalplanClient) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     """``python examples/ci_loop.py`` from the checkout (its setup uploads MuSR's references to the fresh server),
     and the MuSR sessions right after it."""
-    out = subprocess.run([sys.executable, "examples/ci_loop.py"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, env=script_env(EVALPLAN_URL=server.base_url, EVALPLAN_DATA_DIR=str(DATA)))
+    out = subprocess.run(["./dev.sh", "run", "python", "examples/ci_loop.py"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300,
+                         env=fresh_shell_env(EVALPLAN_URL=server.base_url, EVALPLAN_DATA_DIR=str(DATA)))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out, server.list_sessions(benchmark="musr", limit=50)["items"]
 
@@ -69,8 +69,9 @@ def test_ci_loop_runs_against_a_live_server(server: EvalplanClient,
 def test_session_cli_runs_against_a_live_server(server: EvalplanClient,
                                                 ci_loop: tuple[subprocess.CompletedProcess[str], list[dict]]) -> None:
     """After the CI loop (MuSR's references and my-ckpt-122's observations are on the server), as a user would."""
-    out = subprocess.run(["bash", "examples/session_cli.sh"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=script_env(EVALPLAN_URL=server.base_url, EVALPLAN_DATA_DIR=str(DATA)))
+    out = subprocess.run(["./dev.sh", "run", "bash", "examples/session_cli.sh"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300,
+                         env=fresh_shell_env(EVALPLAN_URL=server.base_url, EVALPLAN_DATA_DIR=str(DATA)))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     shown = json.loads(out.stdout)  # `evalplan session show` prints the session
     assert shown["target"] == "my-ckpt-123" and shown["status"] == "stopped"

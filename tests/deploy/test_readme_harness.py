@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from evalplan.client import EvalplanClient
 from support.helpers import ROOT, embedded_server
-from support.readme import code_blocks, documents, example_body, script_env, section, shown_examples
+from support.readme import code_blocks, documents, example_body, fresh_shell_env, section, shown_examples
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +29,7 @@ def blocks() -> list[tuple[str, str]]:
 
 def run_bash(block: str, server: EvalplanClient) -> subprocess.CompletedProcess[str]:
     out = subprocess.run(["bash", "-c", FAILING_CURL + block], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env=script_env(EVALPLAN_URL=server.base_url))
+                         env=fresh_shell_env(EVALPLAN_URL=server.base_url))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
 
@@ -70,8 +69,9 @@ def test_import_examples_run_against_a_live_server(server: EvalplanClient) -> No
 def test_inspect_session_example_runs_against_a_live_server(server: EvalplanClient, tmp_path: Path) -> None:
     from inspect_ai.log import list_eval_logs, read_eval_log
 
-    out = subprocess.run([sys.executable, "examples/inspect_session.py"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, env=script_env(EVALPLAN_URL=server.base_url, INSPECT_LOG_DIR=str(tmp_path)))
+    out = subprocess.run(["./dev.sh", "run", "python", "examples/inspect_session.py"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300,
+                         env=fresh_shell_env(EVALPLAN_URL=server.base_url, INSPECT_LOG_DIR=str(tmp_path)))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     logs = list_eval_logs(str(tmp_path))
     assert len(logs) == 1, logs

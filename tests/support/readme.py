@@ -59,6 +59,16 @@ def script_env(**extra: str) -> dict[str, str]:
             "HF_DATASETS_OFFLINE": "1", **extra}
 
 
+def fresh_shell_env(**extra: str) -> dict[str, str]:
+    """A new user's shell: no venv activated (neither its ``bin`` on ``PATH`` nor ``VIRTUAL_ENV`` / ``PYTHONPATH``),
+    offline, plus ``extra``; README commands reach the venv through ``./dev.sh run`` (issue 34 failure 2)."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and Path(p).resolve() != Path(venv_bin).resolve())
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    return {**env, "PATH": path or os.defpath, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **extra}
+
+
 def documents(out: str) -> list[Any]:
     """The JSON documents a command printed one after another (curl prints an API answer without a newline)."""
     decoder, found, at = json.JSONDecoder(), [], 0
