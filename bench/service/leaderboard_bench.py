@@ -148,7 +148,8 @@ def render(results: dict[str, tuple[float, float]], args: argparse.Namespace) ->
         "partial, plus the shared MuSR 429 x 756 and HELM Lite MATH 83 x 437). Cold: the first request of a fresh "
         f"`evalplan serve` process; warm: the median of {args.runs} repeats. Issue 34 measured 13-33 s (JSON), "
         "64-96 s (CSV) and 59 s (page) for MuSR + MATH before the leaderboard read the score rows instead of the "
-        "per-cell view.",
+        "per-cell view. Load average when the table was written: " +
+        f"{os.getloadavg()[0]:.1f} (other work shares these cores; compare rows of one table only).",
         "",
         "| request | cold | warm | goal (cold / warm) |",
         "|---|---|---|---|",
