@@ -81,3 +81,26 @@ def test_a_page_shows_a_note_when_the_renderer_fails(monkeypatch: pytest.MonkeyP
     chart = alt.Chart(alt.Data(values=[{"a": 1}])).mark_bar().encode(x="a:Q")
     note = to_inline_svg(chart, label="A chart", prefix="c")
     assert note.startswith('<p class="chart-failed"') and "could not be drawn" in note
+
+
+def test_a_plot_route_answers_a_503_problem_when_the_renderer_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from evalplan.charts.http import chart_response
+    from evalplan.kit.problems import install_problem_handlers
+
+    def broken(*args, **kwargs):
+        raise RenderFailed("the chart renderer failed on this chart (worker exit status -6)")
+
+    monkeypatch.setattr(render, "_svg", broken)
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.get("/plot.svg")
+    def plot():  # type: ignore[no-untyped-def]
+        return chart_response(_spec("x"), "svg", "s")
+
+    r = TestClient(app).get("/plot.svg")
+    assert r.status_code == 503 and r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["type"] == "urn:evalplan:problem:chart-render-failed" and "exit status -6" in r.json()["detail"]

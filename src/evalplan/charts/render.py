@@ -3,7 +3,7 @@
 vl-convert runs in worker processes, never in the serving process (issue 32 item 1): it aborts its
 whole process on some inputs (a C0 control character in a label), which would take the API down. So:
 
-* every string of a spec is made :func:`~evalplan.kit.text_rules.displayable` first (a control character
+* every string of a spec is made :func:`~evalplan.charts.safe_text.displayable` first (a control character
   is drawn as its control picture, U+001C as U+241C) and cut to ``MAX_TEXT`` characters, so stored text
   can trigger neither the known abort nor minutes of text layout;
 * the render itself runs in one of ``RENDER_WORKERS`` warm worker processes
@@ -32,9 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalplan.charts.safe_text import displayable
 from evalplan.charts.specs import themed
-from evalplan.kit.errors import EvalplanError
-from evalplan.kit.text_rules import displayable
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +50,15 @@ WORKER_SCRIPT = Path(__file__).with_name("render_worker.py")
 _ID = re.compile(r'\bid="([^"]+)"')
 
 
-class RenderFailed(EvalplanError):
-    """The chart renderer crashed, timed out or refused the chart: a server-side failure (503)."""
+class RenderFailed(Exception):  # noqa: N818 - named like the kit's problems (NotFound, InvalidInput)
+    """The chart renderer crashed, timed out or refused the chart: a server-side failure, answered as 503
+    problem+json ``chart-render-failed`` (``evalplan.kit.problems``; charts sit below the kit's errors)."""
 
     status, title, slug = 503, "Chart rendering failed", "chart-render-failed"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class _Worker:
@@ -182,7 +186,7 @@ def _displayable(value: Any) -> Any:
 
 def spec_of(chart: Any) -> dict[str, Any]:
     """The themed Vega-Lite spec (a plain dict) of an altair chart; a dict passes through. Every string in
-    it is :func:`~evalplan.kit.text_rules.displayable` (no control character reaches the renderer)."""
+    it is :func:`~evalplan.charts.safe_text.displayable` (no control character reaches the renderer)."""
     spec = chart if isinstance(chart, dict) else themed(chart).to_dict()
     cleaned: dict[str, Any] = _displayable(spec)
     return cleaned

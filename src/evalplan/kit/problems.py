@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from evalplan.charts.render import RenderFailed
 from evalplan.kit.errors import EvalplanError
 from evalplan.kit.observability import REQUEST_ID
 from evalplan.kit.request_errors import plain_errors
@@ -97,6 +98,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _domain(request: Request, exc: EvalplanError) -> JSONResponse:
         return problem_response(exc.status, exc.title, exc.detail, instance=request.url.path,
                                 slug=exc.slug, errors=exc.errors, n_errors=exc.n_errors, headers=exc.headers)
+
+    @app.exception_handler(RenderFailed)
+    async def _render_failed(request: Request, exc: RenderFailed) -> JSONResponse:
+        return problem_response(exc.status, exc.title, exc.detail, instance=request.url.path, slug=exc.slug)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

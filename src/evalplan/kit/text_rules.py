@@ -11,8 +11,9 @@ items 1 and 8; docs/SECURITY.md "Names and text").
   categories Cc (controls, DEL and C1 included), Cf (bidi overrides and isolates, zero-width characters,
   BOM), Cs (surrogates), Zl or Zp (line and paragraph separators): such a name displays as something else
   than it is.
-* **Rendering**: :func:`displayable` replaces what no renderer may receive by a visible stand-in, so text
-  stored before these rules (or read from a foreign log) is shown, never executed.
+* **Rendering**: ``evalplan.charts.safe_text.displayable`` (in the charts layer, which the renderer may import)
+  replaces what no renderer may receive by a visible stand-in, so text stored before these rules is shown,
+  never executed.
 """
 
 from __future__ import annotations
@@ -51,23 +52,5 @@ def name_char_problem(name: str) -> str | None:
     return None
 
 
-def _stand_in(code: int) -> str:
-    if code < 0x20:
-        return chr(0x2400 + code)  # the Control Pictures block: U+241C shows U+001C
-    if code == 0x7F:
-        return "\u2421"
-    return "\ufffd"
-
-
-_DISPLAYABLE = {c: _stand_in(c) for c in [*range(0, 0x20), 0x7F, *range(0x80, 0xA0), *range(0xD800, 0xE000)]
-                if chr(c) not in ALLOWED_CONTROLS}
-
-
-def displayable(text: str) -> str:
-    """``text`` with every control character but TAB/LF/CR shown as its control picture (U+0000-U+001F ->
-    U+2400-U+241F, DEL -> U+2421), C1 controls and lone surrogates as U+FFFD."""
-    return text.translate(_DISPLAYABLE)
-
-
-__all__ = ["ALLOWED_CONTROLS", "NAME_REFUSED_CATEGORIES", "REFUSED_CONTROLS", "describe", "displayable",
-           "free_text_problem", "name_char_problem"]
+__all__ = ["ALLOWED_CONTROLS", "NAME_REFUSED_CATEGORIES", "REFUSED_CONTROLS", "describe", "free_text_problem",
+           "name_char_problem"]
