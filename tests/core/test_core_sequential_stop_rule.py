@@ -46,7 +46,7 @@ def test_default_interval_kind_is_sequential_and_names_its_stop_rule() -> None:
     state = est.design_state()
     assert state["interval_kind"] == "sequential" and state["stop_rule"] == STOP_RULES["sequential"]
     anytime = make_estimator(prior, SessionConfig(method="active_design", interval_kind="anytime"))
-    assert anytime.design_state()["stop_rule"] == "betting_cs"  # type: ignore[attr-defined]
+    assert anytime.design_state()["stop_rule"] == "betting_cs"
 
 
 def test_sequential_interval_is_the_rule_on_the_terms() -> None:
