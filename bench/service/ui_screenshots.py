@@ -110,6 +110,27 @@ def coreset_only_model(http: httpx.Client, helm: dict[str, Any], model: str = "o
         ok(http.post(f"/v1/benchmarks/{name}/scores", json=cells))
 
 
+REFERENCE_SOLUTIONS = "gsm8k-reference-solutions"
+
+
+def reference_solutions_as_responses(http: httpx.Client, n: int = 400) -> None:
+    """GSM8K's own reference solutions, imported as an lm-eval ``--log_samples`` file of a "model" named for what
+    it is (``gsm8k-reference-solutions``, exact match 1): real text for the pages' response column (the shared
+    data holds no model outputs)."""
+    lines = (data_dir() / "gsm8k_text" / "items.jsonl").read_text().splitlines()[:n]
+    records = []
+    for line in lines:
+        item = json.loads(line)
+        records.append({"doc_id": int(item["id"]), "doc": {"question": item["prompt"], "answer": item["target"]},
+                        "target": item["target"], "arguments": [[item["prompt"], {"until": ["\n\n"]}]],
+                        "resps": [[item["target"]]], "filtered_resps": [item["target"]], "filter": "none",
+                        "metrics": ["exact_match"], "exact_match": 1.0})
+    body = "".join(json.dumps(r) + "\n" for r in records).encode()
+    ok(http.post("/v1/imports/lm-eval", data={"model": REFERENCE_SOLUTIONS},
+                 files=[("files", ("samples_gsm8k_2024-06-26T12-00-00.000000.jsonl", body, "application/x-ndjson"))]),
+       201, 202)
+
+
 def seed(http: httpx.Client, pages: set[str]) -> dict[str, str]:
     """What the ``pages`` need (all of it for every page)."""
     ids: dict[str, str] = {}
@@ -122,11 +143,16 @@ def seed(http: httpx.Client, pages: set[str]) -> dict[str, str]:
     if "coreset-text" in pages:
         ids["text"] = coreset(http, {"name": "gsm8k-starter", "method": "facility_location", "benchmarks": ["gsm8k"],
                                      "budget": 40})["id"]
+        reference_solutions_as_responses(http)
     if pages & {"coreset-scores", "coreset-scores-phone", "leaderboard"}:
         helm = coreset(http, {"name": "helm-lite-5pct", "method": "mrmr", "benchmarks": [
             b.removeprefix("helm_lite_") for b in HELM], "budget": {"fraction": 0.05}, "reference_models": "all"})
         ids["helm"] = helm["id"]
         coreset_only_model(http, helm)
+    if "coreset-auto" in pages:  # what auto chose on MuSR, and its CV table
+        ids["auto"] = coreset(http, {"name": "musr-auto", "method": "auto", "benchmarks": ["musr"], "budget": 40,
+                                     "reference_models": "all",
+                                     "params": {"selectors": ["random", "mrmr"], "max_seconds": 240}})["id"]
     if pages & {"session", "session-phone", "benchmark"}:
         ids["session"] = session_on_musr(http)["id"]
     if pages & {"compare", "benchmark", "leaderboard"}:
@@ -159,14 +185,16 @@ def page_paths(ids: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(desktop, phone) page name -> path; pages whose data was not seeded are left out."""
     helm_suite = ",".join(b.removeprefix("helm_lite_") for b in HELM)
     desktop = {"home": "/ui/", "benchmark": "/ui/benchmarks/musr",
-               "session": f"/ui/sessions/{ids.get('session')}", "coreset-text": f"/ui/coresets/{ids.get('text')}",
+               "session": f"/ui/sessions/{ids.get('session')}",
+               "coreset-text": f"/ui/coresets/{ids.get('text')}?model={REFERENCE_SOLUTIONS}",
+               "coreset-auto": f"/ui/coresets/{ids.get('auto')}",
                "coreset-scores": f"/ui/coresets/{ids.get('helm')}", "backtest": f"/ui/jobs/{ids.get('backtest')}",
                "plan": f"/ui/plans/{ids.get('plan')}", "login": "/ui/login",
                "similarity": "/ui/similarity?benchmarks=gsm8k&benchmarks=alpacaeval",
-               "leaderboard": f"/ui/leaderboard?benchmarks={helm_suite}",
+               "leaderboard": f"/ui/leaderboard?benchmarks={helm_suite}", "leaderboard-picker": "/ui/leaderboard",
                "compare": f"/ui/compare?sessions={ids.get('ckpt_a')},{ids.get('ckpt_b')}",
                "docs": "/docs", "redoc": "/redoc", "not-found": "/ui/coresets/cs_unknown"}
-    needs = {"session": "session", "coreset-text": "text", "coreset-scores": "helm", "backtest": "backtest",
+    needs = {"session": "session", "coreset-text": "text", "coreset-auto": "auto", "coreset-scores": "helm", "backtest": "backtest",
              "plan": "plan", "compare": "ckpt_a", "leaderboard": "helm"}
     desktop = {k: v for k, v in desktop.items() if k not in needs or needs[k] in ids}
     phone = {"session-phone": desktop.get("session"), "coreset-scores-phone": desktop.get("coreset-scores")}
@@ -217,7 +245,8 @@ def main() -> None:
     parser.add_argument("--database", default="evalplan_screenshots", help="the throwaway database's name")
     parser.add_argument("--only", nargs="+", default=None, help="these pages only (and only their data)")
     args = parser.parse_args()
-    everything = set(page_paths({k: "x" for k in ("session", "text", "helm", "backtest", "plan", "ckpt_a")})[0]) | {
+    everything = set(page_paths({k: "x" for k in ("session", "text", "helm", "backtest", "plan", "ckpt_a",
+                                                  "auto")})[0]) | {
         "session-phone", "coreset-scores-phone"}
     pages = set(args.only) if args.only else everything
     if pages - everything:
