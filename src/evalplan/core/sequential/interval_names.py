@@ -41,7 +41,7 @@ def interval_kind_of(method: str, config: Mapping[str, Any] | None = None, *, mu
     if not multi_target and isinstance(stop, Mapping) and stop.get("anytime_valid"):
         return CONFIDENCE_SEQUENCE
     if method == "active_design":
-        kind = config.get("interval_kind")
+        kind = str(config.get("interval_kind") or "sequential")
         return {"fixed_n": CONFIDENCE_INTERVAL, "anytime": CONFIDENCE_SEQUENCE}.get(kind, SEQUENTIAL_INTERVAL)
     if method == "random":
         return CONFIDENCE_INTERVAL
