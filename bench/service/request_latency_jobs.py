@@ -101,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             final = [json.loads(call(url, "GET", f"/v1/jobs/{j}")[2])["status"] for j in jobs]
         finally:
-            server.terminate()
-            server.wait(60)
+            server.terminate()  # a graceful stop waits for the running jobs: killed after 30 s
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(30)
     table = render(latencies, final, args)
     print(table)
     if args.write:
