@@ -30,6 +30,9 @@ def stats_or_job(session: Session, benchmark: Benchmark, metric: str | None) -> 
     stats, job = find_stats(session, benchmark, metric)
     if stats is not None or job is not None:
         return stats, job, False
+    computed = memoized_stats(benchmark, metric)  # a page computed them inline for this data version
+    if computed is not None:
+        return computed, None, False
     return None, new_stats_job(session, benchmark, metric), True
 
 
@@ -65,6 +68,13 @@ def find_stats(session: Session, benchmark: Benchmark, metric: str | None) -> tu
         if job.status in ("queued", "running"):
             return None, job
     return None, None
+
+
+def memoized_stats(benchmark: Benchmark, metric: str) -> dict[str, Any] | None:
+    """The statistics a page computed inline for the benchmark's current data version, if this process has them."""
+    key = (benchmark.id, int(benchmark.data_version or 0), metric)
+    with _INLINE_LOCK:
+        return _INLINE.get(key)
 
 
 def inline_stats(session: Session, benchmark: Benchmark, metric: str) -> dict[str, Any]:
