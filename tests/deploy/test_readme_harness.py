@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalplan.client import EvalplanClient
+from evalplan.client import EvalplanClient, EvalplanError
 from support.helpers import ROOT, embedded_server
 from support.readme import code_blocks, documents, example_body, fresh_shell_env, section, shown_examples
 
@@ -88,21 +88,18 @@ def test_inspect_session_example_runs_against_a_live_server(server: EvalplanClie
 
 
 def test_lm_eval_lines_run_against_a_live_server(server: EvalplanClient) -> None:
-    """What the lines need on the server first: the task's items and six reference models' scores (in practice
-    imported from their lm-eval logs), and a coreset for ``--coreset <coreset id>``."""
+    """The block runs as written on a server that has never seen the task (issue 34 failure 2: it assumed
+    reference scores nobody had uploaded): its first line uploads the references and makes the coreset it uses."""
     block = blocks()[2][1]
     assert "pretrained=gpt2" not in block and block.count("evalplan run lm-eval") == 2
-    docs = [str(i) for i in range(24)]  # examples/lm-eval/tasks/evalplan_arith.jsonl
-    server.create_benchmark("evalplan_arith", score_kind="binary")
-    server.upload_items("evalplan_arith", [{"id": d, "prompt": f"What is {d} plus {d}?"} for d in docs])
-    server.upload_scores("evalplan_arith", [{"model": f"lm-ref-{m}", "item": d, "score": float((int(d) * 7 + m) % 6 < m)}
-                                            for m in range(1, 7) for d in docs])
-    made = server.create_coreset("random", ["evalplan_arith"], 8, reference_models="all", seed=1)
-    server.wait_job(made["job"]["id"], timeout=120)
-    assert block.count("<coreset id>") == 1
-    session, prediction = documents(run_bash(block.replace("<coreset id>", made["coreset"]["id"]), server).stdout)
+    assert "<coreset id>" not in block and "examples/lm-eval/references.py" in block
+    with pytest.raises(EvalplanError) as missing:
+        server.get_benchmark("evalplan_arith")
+    assert missing.value.status == 404
+    session, prediction = documents(run_bash(block, server).stdout)
     assert session["target"] == "my-ckpt" and session["status"] == "stopped"
     assert session["lm_eval_calls"] == math.ceil(session["n_observed"] / 8)  # one simple_evaluate per batch of 8
     assert server.get_session(session["id"])["n_observed"] == session["n_observed"] > 0
+    assert all(server.get_model(f"arith-ref-{m}")["name"] == f"arith-ref-{m}" for m in range(1, 7))
     estimate = prediction["benchmarks"]["evalplan_arith"]
     assert estimate["interval"][0] <= estimate["estimate"] <= estimate["interval"][1]
