@@ -4,7 +4,6 @@ embedded server on the shared data: a score-based coreset and its prediction, a 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.helpers import ROOT, embedded_server
-from support.readme import DATA, code_blocks, documents, section
+from support.readme import DATA, code_blocks, documents, fresh_shell_env, section
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +30,7 @@ def test_walkthrough_runs_against_a_live_server(tmp_path: Path) -> None:
     assert (DATA / "helm_lite_math" / "scores.csv").is_file(), f"the shared data is missing at {DATA}"
     with embedded_server(tmp_path, env={"EVALPLAN_DATA_DIR": str(DATA)}) as client:
         out = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=1200,
-                             env={**os.environ, "EVALPLAN_URL": client.base_url, "EVALPLAN_DATA_DIR": str(DATA)})
+                             env=fresh_shell_env(EVALPLAN_URL=client.base_url, EVALPLAN_DATA_DIR=str(DATA)))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert '"n_items":437' in out.stdout.replace(" ", "")  # the upload of 82 reference models
@@ -60,7 +59,7 @@ def test_first_session_blocks_run_against_a_live_server(tmp_path: Path) -> None:
     failing_curl = 'set -euo pipefail\ncurl() { command curl -sSf "$@"; }\n'
     with embedded_server(tmp_path / "server") as client:
         runs = [subprocess.run(["bash", "-c", failing_curl + block], cwd=tmp_path / "checkout", capture_output=True,
-                               text=True, timeout=900, env={**os.environ, "EVALPLAN_URL": client.base_url})
+                               text=True, timeout=900, env=fresh_shell_env(EVALPLAN_URL=client.base_url))
                 for block in blocks]
     for out in runs:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
