@@ -191,7 +191,7 @@ def test_backtest_and_planner_give_auto_the_calibrated_width() -> None:
     widths = {}
     for rule in ("calibrated", "conformal"):
         rows = run_backtest(Y, ["auto"], {"auto": ["auto"]}, budgets=(0.1,), n_reference=30, split="random",
-                            seeds=1, method_params={"auto": params}, interval=rule)
+                            seeds=1, method_params={"auto": params}, interval=rule, level=0.9)
         widths[rule] = rows[0]["interval_width"]
     # the backtest's references and budget, redone by hand
     from evalplan.core.backtest import split_models
