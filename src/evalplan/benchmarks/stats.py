@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from threading import Lock
 from typing import Any
 
+from cachetools import LRUCache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -82,19 +82,16 @@ def inline_stats(session: Session, benchmark: Benchmark, metric: str) -> dict[st
     memoized per (benchmark, data version, metric) in this process."""
     key = (benchmark.id, int(benchmark.data_version or 0), metric)
     with _INLINE_LOCK:
-        if key in _INLINE:
-            _INLINE.move_to_end(key)
-            return _INLINE[key]
+        cached = _INLINE.get(key)
+    if cached is not None:
+        return cached
     matrix = load_matrix(session, benchmark, metric)
     result = {"benchmark": benchmark.name, "metric": metric, "data_version": benchmark.data_version,
               **score_matrix_stats(matrix.values, matrix.model_names, matrix.item_ids)}
     with _INLINE_LOCK:
         _INLINE[key] = result
-        while len(_INLINE) > _INLINE_SIZE:
-            _INLINE.popitem(last=False)
     return result
 
 
-_INLINE: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
+_INLINE: LRUCache[tuple[str, int, str], dict[str, Any]] = LRUCache(maxsize=32)
 _INLINE_LOCK = Lock()
-_INLINE_SIZE = 32

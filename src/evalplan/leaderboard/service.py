@@ -19,12 +19,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
@@ -42,9 +42,8 @@ ORDERS = ("desc", "asc")
 #: coresets tried per benchmark for the models that ran one (newest first)
 MAX_CORESETS = 5
 #: per-model (count, mean) of recent (benchmark, data version, items): the warm leaderboard reads no scores
-_SUMMARIES: OrderedDict[tuple[Any, ...], dict[str, tuple[int, float]]] = OrderedDict()
+_SUMMARIES: LRUCache[tuple[Any, ...], dict[str, tuple[int, float]]] = LRUCache(maxsize=256)
 _SUMMARIES_LOCK = Lock()
-_SUMMARIES_SIZE = 256
 
 
 @dataclass
@@ -88,9 +87,9 @@ def _row_summaries(session: Session, bench: Benchmark, n_items: int, last_positi
     score write bumps the data version."""
     key = (bench.id, int(bench.data_version or 0), bench.default_metric, n_items, last_position)
     with _SUMMARIES_LOCK:
-        if key in _SUMMARIES:
-            _SUMMARIES.move_to_end(key)
-            return _SUMMARIES[key]
+        cached = _SUMMARIES.get(key)
+    if cached is not None:
+        return cached
     out: dict[str, tuple[int, float]] = {}
     if session.get_bind().dialect.name == "sqlite" and n_items == last_position + 1:
         # positions 0..n-1: SQLite's json_each counts and averages each row in C (decoding 10,000 rows of JSON
@@ -107,8 +106,6 @@ def _row_summaries(session: Session, bench: Benchmark, n_items: int, last_positi
                 out[model_id] = (int(present.size), float(present.mean()))
     with _SUMMARIES_LOCK:
         _SUMMARIES[key] = out
-        while len(_SUMMARIES) > _SUMMARIES_SIZE:
-            _SUMMARIES.popitem(last=False)
     return out
 
 
