@@ -3,18 +3,16 @@ items equal to ``evalplan.core.paired``'s numbers, the anytime sequence, bad inp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session, sessionmaker
 
 from evalplan.core.paired import paired_interval, paired_sequence
-from evalplan.main import create_app
-from support.helpers import NoJobsDispatcher, assert_problem, settings_for, upload_matrix
-from support.teams import ADMIN_TOKEN, Teams, make_teams
+from support.helpers import assert_problem, upload_matrix
+from support.teams import (
+    Teams,
+    no_jobs_teams,  # noqa: F401 (the teams fixture)
+)
 
 N_ITEMS = 50
 ITEMS = [f"q{j:02d}" for j in range(N_ITEMS)]
@@ -86,15 +84,6 @@ def test_bad_input(client: TestClient) -> None:
     sb = run(client, "cmp", "ckpt-c", b, [5, 6])  # no common item: no paired result, still the estimates
     pair = client.post("/v1/comparisons", json={"sessions": [sa, sb]}).json()["pairs"][0]
     assert pair["n_common"] == 0 and pair["paired"] is None and pair["estimates"] is not None
-
-
-@pytest.fixture
-def teams(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[Teams]:
-    app: FastAPI = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN),
-                              session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
-    made = make_teams(app)
-    yield made
-    made.close()
 
 
 def test_second_team_compares_public_sessions_only(teams: Teams) -> None:

@@ -7,12 +7,10 @@ lighteval's own details parquet. SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,7 +18,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from evalplan.db.models import Benchmark, Item, Model, ModelResponse
 from evalplan.integrations.harness_records import MAX_RESPONSE_CHARS
 from evalplan.integrations.harness_records import response_of as response_of_record
-from evalplan.main import create_app
 from support.harness_runs import (
     LM_EVAL_GEN_TASK,
     LM_EVAL_TASK,
@@ -30,9 +27,12 @@ from support.harness_runs import (
     lighteval_generative_details,
     lm_eval_generation_task_dir,
 )
-from support.helpers import NoJobsDispatcher, assert_problem, count_rows, settings_for
+from support.helpers import assert_problem, count_rows
 from support.lm_eval_logs import make_docs, records_to_bytes, samples_filename, samples_log_records
-from support.teams import ADMIN_TOKEN, Teams, make_teams
+from support.teams import (
+    Teams,
+    no_jobs_teams,  # noqa: F401 (the teams fixture)
+)
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "lm-eval" / "samples_arc_easy_2024-06-26T12-00-00.123456.jsonl"
 HELM_DATA = Path(__file__).parents[1] / "support" / "data" / "helm"
@@ -274,15 +274,6 @@ def test_responses_go_with_their_model_item_and_benchmark(client: TestClient,
     assert count_rows(db_session_factory, ModelResponse) == 19
     assert client.delete("/v1/benchmarks/arc_easy").status_code == 204
     assert count_rows(db_session_factory, ModelResponse) == 0
-
-
-@pytest.fixture
-def teams(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[Teams]:
-    app: FastAPI = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN),
-                              session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
-    made = make_teams(app)
-    yield made
-    made.close()
 
 
 def test_team_scoping_and_team_deletion(teams: Teams, db_session_factory: sessionmaker[Session]) -> None:

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session, sessionmaker
 
-from evalplan.main import create_app
 from support.helpers import (
-    NoJobsDispatcher,
     assert_problem,
-    settings_for,
     upload_matrix,
     upload_score_cells,
     wait_for_job,
 )
-from support.teams import ADMIN_TOKEN, Teams, make_teams
+from support.teams import (
+    Teams,
+    no_jobs_teams,  # noqa: F401 (the teams fixture)
+)
 
 
 def matrix(seed: int, n_models: int = 8, n_items: int = 30) -> np.ndarray:
@@ -131,15 +128,6 @@ def test_coreset_prediction_cell(committed_client: TestClient) -> None:
     assert cell["kind"] == "coreset" and cell["source"] == cid and cell["level"] == 0.9
     assert cell["score"] == pytest.approx(expected["benchmarks"]["gamma"]["estimate"])
     assert cell["ci"] == pytest.approx(expected["benchmarks"]["gamma"]["interval"])
-
-
-@pytest.fixture
-def teams(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[Teams]:
-    app: FastAPI = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN),
-                              session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
-    made = make_teams(app)
-    yield made
-    made.close()
 
 
 def test_second_team_sees_public_resources_only(teams: Teams) -> None:

@@ -4,18 +4,15 @@ located 422s store nothing. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session, sessionmaker
 from test_api_sessions_stop import upload
 
-from evalplan.main import create_app
-from support.helpers import NoJobsDispatcher, settings_for
-from support.teams import ADMIN_TOKEN, Teams, make_teams
+from support.teams import (
+    Teams,
+    no_jobs_teams,  # noqa: F401 (the teams fixture)
+)
 
 
 def run(client: TestClient, session: dict, truth: dict) -> dict:
@@ -112,15 +109,6 @@ def test_bad_paired_input_is_located_and_stores_nothing(client: TestClient, extr
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["errors"][0]["field"] == field, r.json()
     assert client.get("/v1/sessions", params={"limit": 100}).json()["items"] == before
-
-
-@pytest.fixture
-def teams(db_session_factory: sessionmaker[Session], database_urls: dict[str, str], backend: str) -> Iterator[Teams]:
-    app: FastAPI = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN),
-                              session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
-    made = make_teams(app)
-    yield made
-    made.close()
 
 
 def test_another_teams_private_model_is_unknown(teams: Teams) -> None:

@@ -2,15 +2,23 @@
 
 ``make_teams(app)``: the bootstrap admin creates teams ``alpha`` and ``beta`` and, for each, a
 ``write``+``admin`` token and a ``read`` token; every client sends its token on every request.
+``no_jobs_teams``: the ``teams`` fixture of that app on the test's backend, jobs never dispatched (import it into
+a test module that needs it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from evalplan.main import create_app
+from support.helpers import NoJobsDispatcher, settings_for
 
 ADMIN_TOKEN = "bootstrap-admin-token-for-tests-0123456789abcdef"
 
@@ -61,3 +69,14 @@ def make_teams(app: FastAPI) -> Teams:
     return Teams(admin=admin, anonymous=client_with(app, None), a=client_with(app, a_token["token"]),
                  b=client_with(app, b_token["token"]), a_read=client_with(app, a_read["token"]), a_token=a_token,
                  b_token=b_token, a_read_token=a_read)
+
+
+@pytest.fixture(name="teams")
+def no_jobs_teams(db_session_factory: sessionmaker[Session], database_urls: dict[str, str],
+                  backend: str) -> Iterator[Teams]:
+    """Two teams on an ``EVALPLAN_AUTH=required`` app of the test's backend whose jobs are never dispatched."""
+    app = create_app(settings_for(database_urls[backend], auth="required", admin_token=ADMIN_TOKEN),
+                     session_factory=db_session_factory, dispatcher=NoJobsDispatcher())
+    made = make_teams(app)
+    yield made
+    made.close()
