@@ -70,9 +70,13 @@ def find_stats(session: Session, benchmark: Benchmark, metric: str | None) -> tu
     return None, None
 
 
+def _inline_key(benchmark: Benchmark, metric: str) -> tuple[str, int, str]:
+    return benchmark.id, int(benchmark.data_version or 0), metric
+
+
 def memoized_stats(benchmark: Benchmark, metric: str) -> dict[str, Any] | None:
     """The statistics a page computed inline for the benchmark's current data version, if this process has them."""
-    key = (benchmark.id, int(benchmark.data_version or 0), metric)
+    key = _inline_key(benchmark, metric)
     with _INLINE_LOCK:
         return _INLINE.get(key)
 
@@ -80,7 +84,7 @@ def memoized_stats(benchmark: Benchmark, metric: str) -> dict[str, Any] | None:
 def inline_stats(session: Session, benchmark: Benchmark, metric: str) -> dict[str, Any]:
     """The ``score_stats`` job's result computed now (a small matrix; the benchmark page), without any write:
     memoized per (benchmark, data version, metric) in this process."""
-    key = (benchmark.id, int(benchmark.data_version or 0), metric)
+    key = _inline_key(benchmark, metric)
     with _INLINE_LOCK:
         cached = _INLINE.get(key)
     if cached is not None:
