@@ -428,9 +428,12 @@ def admin_command(args: argparse.Namespace) -> int:
             else:
                 team = team_service.get_team(session, args.team, operator)
                 if args.admin_command == "delete-team":
+                    import evalplan.benchmark_selections.repository
                     import evalplan.benchmarks.service
+                    import evalplan.coresets.repository
                     import evalplan.models.service
-                    import evalplan.sessions.cache  # noqa: F401 - these register their parts of a team deletion
+                    import evalplan.sessions.cache
+                    import evalplan.sessions.repository  # noqa: F401 - these register their parts of a team deletion
                     from evalplan.auth.deletion import delete_team
 
                     counts = delete_team(session, team)

@@ -13,49 +13,61 @@ rules of its own ``DELETE``. It is refused with 409, naming what blocks it, whil
 The built-in team ``local`` is never deleted. The team's audit entries stay (they are history); the
 deletion itself is recorded in the deleting admin's log (``GET /v1/audit``) with what went.
 
-Benchmarks and models go through their own domain's ``DELETE`` rules, which those domains register here
-(``register_row_deleter``, done by ``evalplan.benchmarks.service`` and ``evalplan.models.service`` when
-imported), and ``evalplan.sessions.cache`` registers how deleted sessions leave its cache: auth, below
-them in the dependency order (docs/ARCHITECTURE.md), imports none of them.
+Every domain's part goes through its own rules and its own ``repository.py``, registered here because
+auth is below them in the dependency order (docs/ARCHITECTURE.md): ``register_team_part`` (what the domain
+deletes of the team, in ``TEAM_PARTS`` order), ``register_team_blockers`` (what of the domain blocks it) and the
+readers of ``evalplan.auth.dependents``; ``evalplan.sessions.cache`` registers how deleted sessions leave its
+cache (``on_sessions_deleted``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
 from evalplan.auth.caller import SCOPES, Caller
-from evalplan.auth.dependents import foreign_dependents, published_dependents
+from evalplan.auth.dependents import reader
 from evalplan.auth.scoping import CALLER_KEY, bind_caller, caller_of
-from evalplan.db.models import (
-    LOCAL_TEAM_ID,
-    ApiToken,
-    Benchmark,
-    BenchmarkSelection,
-    Coreset,
-    CoresetItem,
-    EvalSession,
-    Job,
-    Model,
-    Team,
-)
+from evalplan.db.models import LOCAL_TEAM_ID, ApiToken, Team
 from evalplan.kit.errors import Conflict
+from evalplan.kit.repository import delete_team_jobs, team_job_ids
 
 ACTIVE_JOBS = ("queued", "running")
+_Part = TypeVar("_Part")
 
-#: table -> how its domain deletes one row under the rules of its own ``DELETE`` (registered by the domain)
-_ROW_DELETERS: dict[type[Any], Callable[[Session, Any], None]] = {}
+#: the domains' parts of a team deletion, in the order they go (sessions and coresets before the benchmarks they
+#: are built on; jobs last: coresets point at theirs); ``jobs`` is the job runtime's own (``evalplan.kit``)
+TEAM_PARTS = ("sessions", "coresets", "benchmark_selections", "benchmarks", "models")
+#: the parts after which the deletions so far are flushed
+_FLUSH_AFTER = ("benchmark_selections",)
+#: domain -> what it deletes of a team: ``(session, team id) -> what went`` (one entry per deleted row)
+_TEAM_PARTS: dict[str, Callable[[Session, str], list[Any]]] = {}
+#: domain -> what of it blocks a team deletion: ``(session, team, the team's published coresets) -> blockers``
+_TEAM_BLOCKERS: dict[str, Callable[[Session, Team, list[str]], list[dict[str, Any]]]] = {}
+#: the domains whose rows can block a team deletion, in the order they are reported (after its published coresets
+#: and its running jobs)
+TEAM_BLOCKERS = ("benchmarks", "models")
 #: called with ``[(session id, n_observed)]`` of the deleted sessions after the deletion (caches)
 _ON_SESSIONS_DELETED: list[Callable[[list[tuple[str, int]]], None]] = []
 
 
-def register_row_deleter(table: type[Any], deleter: Callable[[Session, Any], None]) -> None:
-    """Team deletion deletes each row of ``table`` with ``deleter`` (e.g. ``Benchmark``: ``delete_benchmark``)."""
-    _ROW_DELETERS[table] = deleter
+def register_team_part(domain: str, part: Callable[[Session, str], list[Any]]) -> None:
+    """Team deletion deletes ``domain``'s rows of the team with ``part`` (one of ``TEAM_PARTS``)."""
+    if domain not in TEAM_PARTS:
+        raise ValueError(f"{domain!r} is not one of TEAM_PARTS")
+    _TEAM_PARTS[domain] = part
+
+
+def register_team_blockers(domain: str, blockers: Callable[[Session, Team, list[str]], list[dict[str, Any]]]
+                           ) -> None:
+    """What of ``domain`` (one of ``TEAM_BLOCKERS``) keeps a team from being deleted."""
+    if domain not in TEAM_BLOCKERS:
+        raise ValueError(f"{domain!r} is not one of TEAM_BLOCKERS")
+    _TEAM_BLOCKERS[domain] = blockers
 
 
 def on_sessions_deleted(callback: Callable[[list[tuple[str, int]]], None]) -> None:
@@ -63,11 +75,11 @@ def on_sessions_deleted(callback: Callable[[list[tuple[str, int]]], None]) -> No
     _ON_SESSIONS_DELETED.append(callback)
 
 
-def _row_deleter(table: type[Any]) -> Callable[[Session, Any], None]:
-    deleter = _ROW_DELETERS.get(table)
-    if deleter is None:  # a process that deletes teams imports the domains (evalplan.main does)
-        raise RuntimeError(f"no deleter registered for {table.__name__} rows: import its domain's service")
-    return deleter
+def _registered(table: dict[str, _Part], domain: str) -> _Part:
+    found = table.get(domain)
+    if found is None:  # a process that deletes teams imports the domains (evalplan.main does)
+        raise RuntimeError(f"no team deletion part registered for {domain}: import its domain's repository")
+    return found
 
 
 def write_first(session: Session) -> None:
@@ -81,28 +93,16 @@ def write_first(session: Session) -> None:
 def _blockers(session: Session, team: Team) -> list[dict[str, Any]]:
     """What keeps ``team`` from being deleted (the session is bound to the team)."""
     found: list[dict[str, Any]] = []
-    published = list(session.scalars(select(Coreset.id).where(Coreset.team_id == team.id,
-                                                              Coreset.published_at.isnot(None))))
+    published: list[str] = reader("team_published_coresets")(session, team.id)
     if published:
         found.append({"detail": f"the team owns {len(published)} published coreset(s): published versions are "
                                 "never deleted (other teams may pin them)", "coresets": sorted(published)})
-    active = list(session.scalars(select(Job.id).where(Job.team_id == team.id, Job.status.in_(ACTIVE_JOBS))))
+    active = team_job_ids(session, team.id, ACTIVE_JOBS)
     if active:
         found.append({"detail": f"{len(active)} job(s) of the team are queued or running: cancel them first",
                       "jobs": sorted(active)})
-    for benchmark in session.scalars(select(Benchmark).where(Benchmark.team_id == team.id)):
-        foreign_published = [c for c in published_dependents(session, benchmark_id=benchmark.id)
-                             if c not in published]
-        others = foreign_dependents(session, benchmark)
-        if foreign_published or others:
-            found.append({"detail": f"benchmark {benchmark.name!r}: {len(set(foreign_published) | set(others))} "
-                                    "coreset(s) or session(s) of other teams are built on it",
-                          "benchmark": benchmark.name})
-    for model in session.scalars(select(Model).where(Model.team_id == team.id)):
-        foreign_published = [c for c in published_dependents(session, model=model) if c not in published]
-        if foreign_published:
-            found.append({"detail": f"model {model.name!r}: {len(foreign_published)} published coreset(s) of other "
-                                    "teams use it as a reference model", "model": model.name})
+    for domain in TEAM_BLOCKERS:
+        found += _registered(_TEAM_BLOCKERS, domain)(session, team, published)
     return found
 
 
@@ -112,6 +112,7 @@ def delete_team(session: Session, team: Team) -> dict[str, int]:
     if team.id == LOCAL_TEAM_ID:
         raise Conflict("the built-in team 'local' cannot be deleted",
                        [{"parameter": "team", "detail": "local is the team of EVALPLAN_AUTH=off"}])
+    parts = [_registered(_TEAM_PARTS, domain) for domain in TEAM_PARTS]
     admin = caller_of(session)
     acting = Caller(team=team.name, team_id=team.id, scopes=frozenset(SCOPES),
                     actor=admin.actor if admin is not None else "local",
@@ -124,34 +125,14 @@ def delete_team(session: Session, team: Team) -> dict[str, int]:
             raise Conflict(f"team {team.name!r} cannot be deleted: {len(blockers)} thing(s) depend on it or are "
                            "running", [{"parameter": "team", **b} for b in blockers])
         counts: dict[str, int] = {}
-        sessions = list(session.scalars(select(EvalSession).where(EvalSession.team_id == team.id)))
-        session_ids = [(s.id, s.n_observed) for s in sessions]
-        for row in sessions:
-            session.delete(row)
-        counts["sessions"] = len(sessions)
-        coresets = list(session.scalars(select(Coreset.id).where(Coreset.team_id == team.id)))
-        if coresets:
-            session.execute(delete(CoresetItem).where(CoresetItem.coreset_id.in_(coresets)))
-            for coreset in session.scalars(select(Coreset).where(Coreset.id.in_(coresets))):
-                session.delete(coreset)
-        counts["coresets"] = len(coresets)
-        selections = list(session.scalars(select(BenchmarkSelection).where(BenchmarkSelection.team_id == team.id)))
-        for selection in selections:
-            session.delete(selection)
-        counts["benchmark_selections"] = len(selections)
-        session.flush()
-        benchmarks = list(session.scalars(select(Benchmark).where(Benchmark.team_id == team.id)))
-        for benchmark in benchmarks:
-            _row_deleter(Benchmark)(session, benchmark)
-        counts["benchmarks"] = len(benchmarks)
-        models = list(session.scalars(select(Model).where(Model.team_id == team.id)))
-        for model in models:
-            _row_deleter(Model)(session, model)
-        counts["models"] = len(models)
-        jobs = list(session.scalars(select(Job).where(Job.team_id == team.id)))
-        for job in jobs:
-            session.delete(job)
-        counts["jobs"] = len(jobs)
+        for domain, part in zip(TEAM_PARTS, parts, strict=True):
+            gone = part(session, team.id)
+            if domain == "sessions":
+                session_ids = gone
+            counts[domain] = len(gone)
+            if domain in _FLUSH_AFTER:
+                session.flush()
+        counts["jobs"] = delete_team_jobs(session, team.id)
         session.flush()
         counts["tokens"] = len(list(session.scalars(select(ApiToken.id).where(ApiToken.team_id == team.id))))
         session.execute(delete(ApiToken).where(ApiToken.team_id == team.id))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from evalplan.benchmark_selections import repository as _repository  # noqa: F401  (registers its part of team deletion)
 from evalplan.benchmark_selections.schemas import BenchmarkSelectionCreate
 from evalplan.benchmark_selections.summary_matrix import number_or_nan, summary_matrix
 from evalplan.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
-from evalplan.auth.deletion import register_row_deleter
-from evalplan.auth.dependents import foreign_dependents, published_dependents
+from evalplan.auth.deletion import register_team_blockers, register_team_part
+from evalplan.auth.dependents import foreign_dependents, published_dependents, reader
 from evalplan.auth.names import check_new_names
 from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
+from evalplan.benchmarks import repository as _repository  # noqa: F401  (registers the benchmarks' dependents reader)
 from evalplan.core.score_scale import ScoreScale
 from evalplan.db.ids import looks_like_id
-from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, ModelResponse, ScoreRow
+from evalplan.db.models import Benchmark, BenchmarkModel, Item, ModelResponse, ScoreRow, Team
 from evalplan.kit.errors import Conflict, InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
@@ -216,20 +218,57 @@ def delete_benchmark(session: Session, benchmark: Benchmark) -> None:
     if foreign:
         raise Conflict(f"benchmark {benchmark.name!r} cannot be deleted: {len(foreign)} coreset(s) or session(s) "
                        "of other teams are built on it", [{"parameter": "benchmark", "detail": "other teams depend"}])
-    own = [c for c in session.scalars(select(Coreset).where(Coreset.team_id == benchmark.team_id))
-           if benchmark.id in (c.benchmark_ids or [])]
-    for coreset in own:
-        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset.id))
-        session.delete(coreset)
+    own = _registered_deleter()(session, benchmark)
     session.execute(delete(ScoreRow).where(ScoreRow.benchmark_id == benchmark.id))
     session.execute(delete(ModelResponse).where(ModelResponse.benchmark_id == benchmark.id))
-    record(session, "delete", "benchmark", benchmark.id, name=benchmark.name, coresets=[c.id for c in own])
+    record(session, "delete", "benchmark", benchmark.id, name=benchmark.name, coresets=own)
     session.delete(benchmark)
     session.flush()
 
 
 def _all_readable(session: Session, coreset_ids: list[str]) -> bool:
-    return len(list(session.scalars(select(Coreset.id).where(Coreset.id.in_(coreset_ids))))) == len(coreset_ids)
+    return len(reader("readable_coresets")(session, coreset_ids)) == len(coreset_ids)
 
 
-register_row_deleter(Benchmark, delete_benchmark)  # team deletion (evalplan.auth.deletion)
+#: what a domain above benchmarks deletes with a benchmark: ``(session, benchmark) -> ids of what went`` (the
+#: caller's own coresets on it, registered by ``evalplan.coresets.repository``)
+_ON_DELETE: list[Callable[[Session, Benchmark], list[str]]] = []
+
+
+def on_benchmark_deleted(deleter: Callable[[Session, Benchmark], list[str]]) -> None:
+    """``deleter`` deletes what of its domain goes with a deleted benchmark (its own rules, its own tables)."""
+    _ON_DELETE[:] = [deleter]
+
+
+def _registered_deleter() -> Callable[[Session, Benchmark], list[str]]:
+    if not _ON_DELETE:  # a process that deletes benchmarks imports the coresets (evalplan.main does)
+        raise RuntimeError("no deleter of the coresets on a benchmark registered: import evalplan.coresets.repository")
+    return _ON_DELETE[0]
+
+
+def _delete_team_benchmarks(session: Session, team_id: str) -> list[str]:
+    """Team deletion's part: each of the team's benchmarks under the rules of its ``DELETE``."""
+    benchmarks = list(session.scalars(select(Benchmark).where(Benchmark.team_id == team_id)))
+    ids = [b.id for b in benchmarks]
+    for benchmark in benchmarks:
+        delete_benchmark(session, benchmark)
+    return ids
+
+
+def _team_blockers(session: Session, team: Team, published: list[str]) -> list[dict[str, Any]]:
+    """The team's benchmarks that other teams' coresets or sessions are built on (``published``: the team's own
+    published coresets, reported apart)."""
+    found: list[dict[str, Any]] = []
+    for benchmark in session.scalars(select(Benchmark).where(Benchmark.team_id == team.id)):
+        foreign_published = [c for c in published_dependents(session, benchmark_id=benchmark.id)
+                             if c not in published]
+        others = foreign_dependents(session, benchmark)
+        if foreign_published or others:
+            found.append({"detail": f"benchmark {benchmark.name!r}: {len(set(foreign_published) | set(others))} "
+                                    "coreset(s) or session(s) of other teams are built on it",
+                          "benchmark": benchmark.name})
+    return found
+
+
+register_team_part("benchmarks", _delete_team_benchmarks)  # team deletion (evalplan.auth.deletion)
+register_team_blockers("benchmarks", _team_blockers)

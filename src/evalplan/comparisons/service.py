@@ -8,15 +8,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import score_range
 from evalplan.core.paired import normal_difference, paired_interval, paired_sequence
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
-from evalplan.db.models import Benchmark, EvalSession, Item, SessionObservation
+from evalplan.db.models import EvalSession
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 from evalplan.kit.validation import finite_or_none
+from evalplan.sessions import repository as session_repository
 from evalplan.sessions import views as session_views
 from evalplan.sessions.service import get_eval_session
 
@@ -29,13 +30,6 @@ def _verdict(lo: float | None, hi: float | None) -> str:
     if hi is not None and hi < 0:
         return "a_better"
     return "undecided"
-
-
-def _observed(session: Session, row: EvalSession) -> dict[int, tuple[int, float]]:
-    """item pk -> (arrival seq, score) of a single-target session."""
-    rows = session.execute(select(SessionObservation.item_pk, SessionObservation.seq, SessionObservation.score)
-                           .where(SessionObservation.session_id == row.id)).all()
-    return {int(pk): (int(seq), float(score)) for pk, seq, score in rows}
 
 
 def load_sessions(session: Session, ids: list[str]) -> list[EvalSession]:
@@ -63,9 +57,9 @@ def compare_sessions(session: Session, ids: list[str], level: float | None = Non
     if not 0.0 < lvl < 1.0:
         raise InvalidInput("level must be strictly between 0 and 1", [{"field": "level", "detail": str(level)}])
     rows = load_sessions(session, ids)
-    benchmark = session.get(Benchmark, rows[0].benchmark_id)
+    benchmark = benchmark_repository.benchmark_by_id(session, rows[0].benchmark_id)
     assert benchmark is not None
-    n_items = int(session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == benchmark.id)) or 0)
+    n_items = benchmark_repository.item_count(session, benchmark.id)
     lo, hi = score_range(benchmark, infinite=True)
     summaries = []
     observed = []
@@ -75,7 +69,7 @@ def compare_sessions(session: Session, ids: list[str], level: float | None = Non
                                                      "estimate", "variance", "ci", "level", "previous")}
                          | {"trajectory": session_views.trajectory(session, row)}
                          | ({"compare": view["compare"]} if view.get("compare") else {}))  # a paired session's decision
-        observed.append(_observed(session, row))
+        observed.append(session_repository.observed_scores(session, row.id))
     base, base_obs = rows[0], observed[0]
     pairs = []
     for row, obs, summary in zip(rows[1:], observed[1:], summaries[1:], strict=True):

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Row, delete, insert, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
+from evalplan.auth.deletion import register_team_part
+from evalplan.auth.dependents import register_reader
+from evalplan.benchmarks.service import on_benchmark_deleted
 from evalplan.coresets.curation import (
     base_provenance,
     check_name,
@@ -107,3 +110,75 @@ def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> Non
             coreset.status = "failed"
             coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
             session.commit()
+
+
+# ------------------------------------------------------------------ what other domains read and delete of coresets
+
+
+def published_coresets(session: Session) -> list[Row[Any]]:
+    """``(id, benchmark_ids, reference_models)`` of every readable published coreset (the caller unscopes)."""
+    return list(session.execute(select(Coreset.id, Coreset.benchmark_ids, Coreset.reference_models)
+                                .where(Coreset.published_at.isnot(None))).all())
+
+
+def foreign_coreset_ids(session: Session, benchmark: Benchmark) -> list[str]:
+    """Ids of the coresets of teams other than the benchmark's built on it (the caller unscopes)."""
+    return [c.id for c in session.scalars(select(Coreset).where(Coreset.team_id != benchmark.team_id))
+            if benchmark.id in (c.benchmark_ids or [])]
+
+
+def team_published_ids(session: Session, team_id: str) -> list[str]:
+    """Ids of the team's published coresets."""
+    return list(session.scalars(select(Coreset.id).where(Coreset.team_id == team_id, Coreset.published_at.isnot(None))))
+
+
+def readable_ids(session: Session, coreset_ids: list[str]) -> list[str]:
+    """Those of ``coreset_ids`` the caller may read."""
+    return list(session.scalars(select(Coreset.id).where(Coreset.id.in_(coreset_ids))))
+
+
+def delete_own_on_benchmark(session: Session, benchmark: Benchmark) -> list[str]:
+    """Delete the benchmark's team's coresets built on it (a benchmark's ``DELETE``); their ids."""
+    own = [c for c in session.scalars(select(Coreset).where(Coreset.team_id == benchmark.team_id))
+           if benchmark.id in (c.benchmark_ids or [])]
+    for coreset in own:
+        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset.id))
+        session.delete(coreset)
+    return [c.id for c in own]
+
+
+def delete_team_coresets(session: Session, team_id: str) -> list[str]:
+    """Delete the team's coresets with their items (team deletion); their ids."""
+    coresets = list(session.scalars(select(Coreset.id).where(Coreset.team_id == team_id)))
+    if coresets:
+        session.execute(delete(CoresetItem).where(CoresetItem.coreset_id.in_(coresets)))
+        for coreset in session.scalars(select(Coreset).where(Coreset.id.in_(coresets))):
+            session.delete(coreset)
+    return coresets
+
+
+def ready_ids_on(session: Session, benchmark_id: str, limit: int) -> list[str]:
+    """The newest ``limit`` readable ready coresets built on the benchmark, newest first."""
+    ready = session.execute(select(Coreset.id, Coreset.benchmark_ids).where(Coreset.status == "ready")
+                            .order_by(Coreset.created_at.desc(), Coreset.id.desc()))
+    return [cid for cid, ids in ready if benchmark_id in (ids or [])][:limit]
+
+
+def coreset_by_id(session: Session, coreset_id: str) -> Coreset:
+    """The readable coreset ``coreset_id`` (NoResultFound otherwise)."""
+    return session.get_one(Coreset, coreset_id)
+
+
+def picked_positions(session: Session, coreset_id: str, benchmark_id: str) -> list[int]:
+    """The ``items.position`` of each item the coreset picked from the benchmark."""
+    return list(session.scalars(
+        select(Item.position).join(CoresetItem, CoresetItem.item_pk == Item.pk)
+        .where(CoresetItem.coreset_id == coreset_id, CoresetItem.benchmark_id == benchmark_id)))
+
+
+register_reader("published_coresets", published_coresets)  # evalplan.auth.dependents
+register_reader("foreign_coresets", foreign_coreset_ids)
+register_reader("team_published_coresets", team_published_ids)
+register_reader("readable_coresets", readable_ids)
+register_team_part("coresets", delete_team_coresets)  # evalplan.auth.deletion
+on_benchmark_deleted(delete_own_on_benchmark)  # evalplan.benchmarks.service.delete_benchmark

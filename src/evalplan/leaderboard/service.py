@@ -25,17 +25,21 @@ from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.score_matrix import aligned, item_order, read_rows
 from evalplan.benchmarks.service import get_benchmarks
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
 from evalplan.coresets import predict as coreset_predict
-from evalplan.db.models import Benchmark, Coreset, CoresetItem, EvalSession, Item, Model
+from evalplan.coresets import repository as coreset_repository
+from evalplan.db.models import Benchmark
 from evalplan.kit.csv_cells import neutralise
 from evalplan.kit.errors import EvalplanError, InvalidInput
 from evalplan.kit.pagination import decode_cursor, encode_cursor, invalid_cursor
+from evalplan.models import repository as model_repository
+from evalplan.sessions import repository as session_repository
 
 KINDS = ("measured", "session", "coreset")
 ORDERS = ("desc", "asc")
@@ -63,13 +67,6 @@ def parse_benchmarks(value: str | None) -> list[str]:
     if len(set(names)) != len(names):
         raise InvalidInput("a benchmark is named twice", [{"parameter": "benchmarks", "detail": ",".join(names)}])
     return names
-
-
-def _item_shape(session: Session, bench: Benchmark) -> tuple[int, int]:
-    """(item count, largest item position) of the benchmark: with its data version, what its cells depend on."""
-    count, last = session.execute(select(func.count(), func.max(Item.position))
-                                  .where(Item.benchmark_id == bench.id)).one()
-    return int(count or 0), -1 if last is None else int(last)
 
 
 #: each model's count and mean of its scores at positions < :n (the items, when their positions are 0..n-1)
@@ -111,7 +108,7 @@ def _row_summaries(session: Session, bench: Benchmark, n_items: int, last_positi
 
 def _measured(session: Session, bench: Benchmark) -> tuple[dict[str, dict[str, Any]], set[str], int]:
     """Complete models' mean scores, the ids of models with only some items scored, and the item count."""
-    n_items, last_position = _item_shape(session, bench)
+    n_items, last_position = benchmark_repository.item_shape(session, bench.id)
     complete: dict[str, dict[str, Any]] = {}
     partial: set[str] = set()
     for model_id, (count, mean) in _row_summaries(session, bench, n_items, last_position).items():
@@ -126,11 +123,8 @@ def _measured(session: Session, bench: Benchmark) -> tuple[dict[str, dict[str, A
 def _sessions(session: Session, bench: Benchmark) -> dict[str, dict[str, Any]]:
     """The newest readable single-target session per target name (only the columns a cell shows)."""
     found: dict[str, dict[str, Any]] = {}
-    stmt = (select(EvalSession.target, EvalSession.estimate, EvalSession.config, EvalSession.ci_lo,
-                   EvalSession.ci_hi, EvalSession.n_observed, EvalSession.id, EvalSession.status)
-            .where(EvalSession.benchmark_id == bench.id, EvalSession.target.is_not(None))
-            .order_by(EvalSession.created_at.desc(), EvalSession.id.desc()))
-    for target, estimate, config, ci_lo, ci_hi, n_observed, session_id, status in session.execute(stmt):
+    for target, estimate, config, ci_lo, ci_hi, n_observed, session_id, status in \
+            session_repository.single_target_estimates(session, bench.id):
         name = str(target)
         if name in found or estimate is None or not math.isfinite(estimate):
             continue
@@ -143,9 +137,7 @@ def _sessions(session: Session, bench: Benchmark) -> dict[str, dict[str, Any]]:
 
 def _covering(session: Session, bench: Benchmark, coreset_id: str, model_ids: set[str]) -> tuple[int, list[str]]:
     """(items the coreset picked from ``bench``, the models of ``model_ids`` with a score on each of them)."""
-    positions = np.fromiter(session.scalars(
-        select(Item.position).join(CoresetItem, CoresetItem.item_pk == Item.pk)
-        .where(CoresetItem.coreset_id == coreset_id, CoresetItem.benchmark_id == bench.id)), np.int64)
+    positions = np.fromiter(coreset_repository.picked_positions(session, coreset_id, bench.id), np.int64)
     if positions.size == 0:
         return 0, []
     rows = read_rows(session, bench.id, bench.default_metric, model_ids)
@@ -159,9 +151,7 @@ def _coreset_cells(session: Session, bench: Benchmark, model_ids: set[str], leve
     found: dict[str, dict[str, Any]] = {}
     if not model_ids:
         return found
-    ready = session.execute(select(Coreset.id, Coreset.benchmark_ids).where(Coreset.status == "ready")
-                            .order_by(Coreset.created_at.desc(), Coreset.id.desc()))
-    newest = [cid for cid, ids in ready if bench.id in (ids or [])][:MAX_CORESETS]
+    newest = coreset_repository.ready_ids_on(session, bench.id, MAX_CORESETS)
     for coreset_id in newest:
         wanted = model_ids - set(found)
         if not wanted:
@@ -169,7 +159,7 @@ def _coreset_cells(session: Session, bench: Benchmark, model_ids: set[str], leve
         k, ids = _covering(session, bench, coreset_id, wanted)
         if not ids:
             continue
-        coreset = session.get_one(Coreset, coreset_id)
+        coreset = coreset_repository.coreset_by_id(session, coreset_id)
         try:
             batch = coreset_predict.predict_models(session, coreset, ids, level)
         except EvalplanError:
@@ -206,7 +196,7 @@ def build(session: Session, benchmark_refs: list[str], *, level: float | None = 
     found = [_measured(session, bench) for bench in benchmarks]
     every = set().union(*(set(measured) | partial for measured, partial, _ in found))
     # the readable models' names (scoped), in one query for every benchmark
-    model_names = dict(session.execute(select(Model.id, Model.name).where(Model.id.in_(every))).all()) if every else {}
+    model_names = model_repository.names_by_id(session, every)
     for bench, (measured, partial, n_items) in zip(benchmarks, found, strict=True):
         for model_id, cell in measured.items():
             if model_id in model_names:

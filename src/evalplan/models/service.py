@@ -8,12 +8,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
-from evalplan.auth.deletion import register_row_deleter
+from evalplan.auth.deletion import register_team_blockers, register_team_part
 from evalplan.auth.dependents import published_dependents
 from evalplan.auth.names import check_new_names
 from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
-from evalplan.db.models import Benchmark, BenchmarkModel, Model, ModelResponse, ScoreRow
+from evalplan.db.models import Benchmark, BenchmarkModel, Model, ModelResponse, ScoreRow, Team
 from evalplan.kit.errors import Conflict, InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
@@ -112,4 +112,26 @@ def delete_model(session: Session, model: Model) -> None:
     session.flush()
 
 
-register_row_deleter(Model, delete_model)  # team deletion (evalplan.auth.deletion)
+def _delete_team_models(session: Session, team_id: str) -> list[str]:
+    """Team deletion's part: each of the team's models under the rules of its ``DELETE``."""
+    models = list(session.scalars(select(Model).where(Model.team_id == team_id)))
+    ids = [m.id for m in models]
+    for model in models:
+        delete_model(session, model)
+    return ids
+
+
+def _team_blockers(session: Session, team: Team, published: list[str]) -> list[dict[str, Any]]:
+    """The team's models that other teams' published coresets use as a reference (``published``: the team's own
+    published coresets, reported apart)."""
+    found: list[dict[str, Any]] = []
+    for model in session.scalars(select(Model).where(Model.team_id == team.id)):
+        foreign_published = [c for c in published_dependents(session, model=model) if c not in published]
+        if foreign_published:
+            found.append({"detail": f"model {model.name!r}: {len(foreign_published)} published coreset(s) of other "
+                                    "teams use it as a reference model", "model": model.name})
+    return found
+
+
+register_team_part("models", _delete_team_models)  # team deletion (evalplan.auth.deletion)
+register_team_blockers("models", _team_blockers)
