@@ -120,3 +120,158 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+# --------------------------------------------------------------------------------------------- table ownership
+
+#: every ORM table -> the domain that owns it: it lives in ``evalplan/db/models/<owner>.py``, only the owner writes
+#: it, and another domain reads it only through a repository (docs/ARCHITECTURE.md "Table ownership")
+TABLE_OWNERS = {
+    "Team": "auth", "ApiToken": "auth", "AuditEntry": "auth",
+    "Job": "kit", "JobInput": "kit", "Worker": "kit", "IdempotencyRecord": "kit",
+    "Benchmark": "benchmarks", "Item": "benchmarks", "ScoreRow": "benchmarks", "Score": "benchmarks",
+    "ModelResponse": "benchmarks", "BenchmarkModel": "benchmarks",
+    "Model": "models",
+    "Embedding": "embeddings",
+    "HiddenState": "hidden_states", "HiddenStateChunk": "hidden_states",
+    "BenchmarkSelection": "benchmark_selections",
+    "Coreset": "coresets", "CoresetItem": "coresets", "TrainedModel": "coresets",
+    "EvalSession": "sessions", "SessionObservation": "sessions", "SessionPrior": "sessions",
+}
+#: where a table may be named outside its owner without a repository, and why
+TABLE_EXCEPTIONS = {
+    "db": "the tables themselves (evalplan/db/models/)",
+    "migrations": "Alembic's env.py compares the whole metadata",
+}
+#: modules that still read other domains' tables outside a repository: issue 36 item 2 moves them one by one;
+#: the test fails when one of them no longer needs its entry (the list only shrinks)
+NOT_YET_MOVED: dict[str, set[str]] = {
+"auth/scoping.py": {"Benchmark", "BenchmarkModel", "Model"},
+    "auth/teams.py": {"Benchmark", "Model"},
+    "backtests/service.py": {"Item"},
+    "benchmarks/responses.py": {"Model"},
+    "benchmarks/scores.py": {"Model"},
+    "benchmarks/stats.py": {"Job"},
+    "coresets/families/score_based/select.py": {"Benchmark"},
+    "coresets/families/score_predictions.py": {"Benchmark", "Item"},
+    "coresets/plots.py": {"Benchmark"},
+    "coresets/predict.py": {"Benchmark", "Item", "Model", "Score"},
+    "coresets/service.py": {"Job"},
+    "coresets/shared_view.py": {"Model"},
+    "embeddings/service.py": {"Item"},
+    "health/probes.py": {"Worker"},
+    "hidden_states/service.py": {"Item", "Model"},
+    "imports/common.py": {"Item", "ScoreRow"},
+    "jobs/service.py": {"Job"},
+    "models/service.py": {"Benchmark", "BenchmarkModel", "ModelResponse", "ScoreRow"},
+    "plans/plots.py": {"Job"},
+    "plans/service.py": {"BenchmarkModel", "Item", "Model"},
+    "sessions/plots.py": {"Benchmark"},
+    "sessions/priors.py": {"Item"},
+    "sessions/service.py": {"Benchmark", "Team"},
+    "sessions/state.py": {"Benchmark"},
+    "sessions/views.py": {"Benchmark", "Item"},
+    "similarity/service.py": {"Benchmark", "Item", "Job"},
+    "ui/pages/benchmarks.py": {"Benchmark"},
+    "ui/pages/compare.py": {"Benchmark"},
+    "ui/pages/coresets.py": {"Benchmark", "Job"},
+    "ui/pages/jobs.py": {"Benchmark"},
+}
+WRITES = ("insert", "update", "delete")
+
+
+def _annotation_nodes(tree: ast.AST) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        hints: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            hints = [node.returns, *(a.annotation for a in (*node.args.args, *node.args.kwonlyargs,
+                                                            *node.args.posonlyargs, node.args.vararg,
+                                                            node.args.kwarg) if a is not None)]
+        elif isinstance(node, ast.AnnAssign):
+            hints = [node.annotation]
+        found |= {id(n) for hint in hints if hint is not None for n in ast.walk(hint)}
+    return found
+
+
+def table_touches(name: str, tree: ast.Module, owners: dict[str, str] = TABLE_OWNERS,
+                  owning_domains: frozenset[str] | None = None) -> list[str]:
+    """What module ``name`` does wrong with other domains' tables: a write (``insert`` / ``update`` /
+    ``delete`` of the table, or a new row) anywhere outside the owner, a read outside a repository, or in
+    the repository of a domain that owns no table (it calls the owners' repositories instead)."""
+    here = _domain(name)
+    owning = frozenset(owners.values()) if owning_domains is None else owning_domains
+    in_repository = name.rsplit(".", 1)[-1].endswith("repository") and here in owning
+    bound = {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("evalplan.db.models")
+             for alias in node.names if alias.name in owners and owners[alias.name] != here}
+    hints = _annotation_nodes(tree)
+    writes: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            if isinstance(node.func, ast.Name) and node.func.id in WRITES:
+                writes.add(id(node.args[0]))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in bound:
+            writes.add(id(node.func))
+    wrong = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name) or node.id not in bound or id(node) in hints:
+            continue
+        table = bound[node.id]
+        if id(node) in writes:
+            wrong.append(f"{name}:{node.lineno} writes {table}: only {owners[table]} writes it")
+        elif not in_repository:
+            wrong.append(f"{name}:{node.lineno} reads {table}: call {owners[table]}'s repository")
+    return wrong
+
+
+def test_each_table_lives_with_its_owner() -> None:
+    from evalplan.db.models import Base
+
+    mapped = {mapper.class_.__name__: mapper.class_.__module__ for mapper in Base.registry.mappers}
+    assert set(mapped) == set(TABLE_OWNERS), "every table needs its owner in TABLE_OWNERS"
+    wrong = {table: module for table, module in mapped.items() if module != f"evalplan.db.models.{TABLE_OWNERS[table]}"}
+    assert not wrong, f"a table lives in evalplan/db/models/<its owner>.py: {wrong}"
+    assert set(TABLE_OWNERS.values()) <= set(RANK), "an owner is a domain of LAYERS"
+
+
+def test_other_domains_reach_a_table_through_its_owner() -> None:
+    wrong, stale = [], []
+    modules = {path.relative_to(SRC).as_posix(): (name, tree) for name, (path, tree) in _modules().items()}
+    for rel, (name, tree) in sorted(modules.items()):
+        if _domain(name) in TABLE_EXCEPTIONS:
+            continue
+        found = table_touches(name, tree)
+        pending = NOT_YET_MOVED.get(rel, set())
+        wrong += [f for f in found if f.split(" ")[2].rstrip(":") not in pending]
+        stale += [f"{rel}: {t}" for t in sorted(pending) if not any(f.split(" ")[2].rstrip(":") == t for f in found)]
+    stale += [f"{rel} (no such module)" for rel in NOT_YET_MOVED if rel not in modules]
+    assert not wrong, "\n".join(wrong)
+    assert not stale, f"NOT_YET_MOVED lists what the module no longer touches: remove {stale}"
+
+
+SYNTHETIC = '''
+from sqlalchemy import delete, select
+from evalplan.db.models import Benchmark, Coreset, CoresetItem
+
+def drop(session, benchmark: Benchmark) -> list[Coreset]:
+    own = list(session.scalars(select(Coreset).where(Coreset.team_id == benchmark.team_id)))
+    session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == own[0].id))
+    return own
+'''
+
+
+def test_the_ownership_check_catches_foreign_reads_and_writes() -> None:
+    """The pre-split ``benchmarks.service.delete_benchmark`` (it read and deleted coreset rows) fails; the same
+    reads in coresets' repository pass, its write of another domain's table does not; hints never count."""
+    tree = ast.parse(SYNTHETIC)
+    found = table_touches("evalplan.benchmarks.service", tree)
+    assert sorted(" ".join(f.split(" ")[1:3]) for f in found) == [
+        "reads Coreset:", "reads Coreset:", "reads CoresetItem:", "writes CoresetItem:"], found  # Benchmark: its own
+    assert table_touches("evalplan.coresets.repository", tree) == []  # owner: reads and writes its own
+    assert table_touches("evalplan.sessions.repository", tree) == [
+        "evalplan.sessions.repository:7 writes CoresetItem: only coresets writes it"]
+    assert sorted(" ".join(f.split(" ")[1:3]) for f in table_touches("evalplan.leaderboard.repository", tree)) == [
+        "reads Coreset:", "reads Coreset:", "reads CoresetItem:", "writes CoresetItem:"]  # it owns no table
+    hinted = ast.parse("from evalplan.db.models import Coreset\ndef f(c: Coreset) -> Coreset:\n    return c\n")
+    assert table_touches("evalplan.benchmarks.service", hinted) == []

@@ -31,4 +31,10 @@ def scored_benchmark_ids(session: Session, model_id: str) -> set[str]:
     return set(session.scalars(select(BenchmarkModel.benchmark_id).where(BenchmarkModel.model_id == model_id)))
 
 
+def pks_of_item_ids(session: Session, benchmark_id: str, item_ids: list[str]) -> list[tuple[str, int]]:
+    """``(item id, pk)`` of those of ``item_ids`` the benchmark has."""
+    return [(item_id, pk) for item_id, pk in session.execute(
+        select(Item.item_id, Item.pk).where(Item.benchmark_id == benchmark_id, Item.item_id.in_(item_ids)))]
+
+
 register_reader("scored_benchmarks", scored_benchmark_ids)  # evalplan.auth.dependents

@@ -15,9 +15,8 @@ from evalplan import charts
 from evalplan.coresets.curation import published_reads
 from evalplan.coresets.families.score_based import SCORE_BASED
 from evalplan.coresets.families.score_predictions import reference_predictions
-from evalplan.coresets.families.text import text_item_counts
 from evalplan.coresets.registry import family_of
-from evalplan.coresets.repository import coreset_rows
+from evalplan.coresets.repository import coreset_rows, text_item_counts
 from evalplan.coresets.shared_view import shared_prediction_rows
 from evalplan.db.models import Benchmark, Coreset
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, delete, insert, select
+from sqlalchemy import Row, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
@@ -25,7 +25,18 @@ from evalplan.coresets.curation import (
     published_reads,
 )
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan
-from evalplan.db.models import Benchmark, Coreset, CoresetItem, Item, Job
+from evalplan.db.models import (
+    Benchmark,
+    BenchmarkModel,
+    Coreset,
+    CoresetItem,
+    HiddenState,
+    Item,
+    Job,
+    Model,
+    Score,
+    TrainedModel,
+)
 from evalplan.kit.db import begin_write
 from evalplan.kit.errors import Conflict
 from evalplan.kit.jobs import JobContext, create_job
@@ -110,6 +121,109 @@ def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> Non
             coreset.status = "failed"
             coreset.error = {"title": type(exc).__name__, "detail": str(exc)}
             session.commit()
+
+
+# --------------------------------------------------------------------------- text and hidden-state families
+
+
+def item_pks(session: Session, benchmark_id: str) -> list[int]:
+    """The benchmark's item pks, ascending."""
+    return list(session.scalars(select(Item.pk).where(Item.benchmark_id == benchmark_id).order_by(Item.pk)))
+
+
+def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(items, items with text) per benchmark."""
+    rows = session.execute(
+        select(Item.benchmark_id, func.count(), func.count(Item.prompt))
+        .where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id)
+    ).all()
+    found = {b: (int(n), int(t)) for b, n, t in rows}
+    return {b: found.get(b, (0, 0)) for b in benchmark_ids}
+
+
+def item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, int]:
+    """Items per benchmark now."""
+    found = dict(session.execute(select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids))
+                                 .group_by(Item.benchmark_id)).tuples().all())
+    return {b: int(found.get(b, 0)) for b in benchmark_ids}
+
+
+def model_names_scored_on(session: Session, benchmark_ids: list[str]) -> set[str]:
+    """Names of the readable models with scores on any of the benchmarks."""
+    return set(session.scalars(select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
+                               .where(BenchmarkModel.benchmark_id.in_(benchmark_ids))))
+
+
+def benchmarks_by_ids(session: Session, benchmark_ids: list[str]) -> list[Benchmark]:
+    """The readable benchmarks ``benchmark_ids``, in that order (NoResultFound when one is missing)."""
+    return [benchmark_one(session, b) for b in benchmark_ids]
+
+
+def reference_model_ids(session: Session, references: list[str] | str) -> list[str]:
+    """Ids of the readable reference models: named ones, or every one for ``"all"``."""
+    stmt = select(Model.id)
+    if references != "all":
+        stmt = stmt.where(Model.name.in_(list(references)))
+    return list(session.scalars(stmt))
+
+
+def coreset_item_scores(session: Session, coreset_id: str, model_ids: list[str]) -> list[Row[Any]]:
+    """``(model_id, benchmark_id, value)`` of the models' scores (their benchmark's default metric) on the
+    coreset's items."""
+    return list(session.execute(
+        select(Score.model_id, CoresetItem.benchmark_id, Score.value)
+        .join(CoresetItem, (CoresetItem.item_pk == Score.item_pk) & (CoresetItem.coreset_id == coreset_id))
+        .join(Benchmark, Benchmark.id == CoresetItem.benchmark_id)
+        .where(Score.model_id.in_(model_ids), Score.metric == Benchmark.default_metric)
+    ).all())
+
+
+def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
+    """The readable benchmark ``benchmark_id`` (NoResultFound otherwise)."""
+    return session.get_one(Benchmark, benchmark_id)
+
+
+def model_scores_on(session: Session, benchmark: Benchmark, model_ids: list[str]) -> list[Row[Any]]:
+    """``(model_id, item_pk, value)`` of the models' scores (the benchmark's default metric) on its items."""
+    return list(session.execute(
+        select(Score.model_id, Score.item_pk, Score.value)
+        .join(Item, Item.pk == Score.item_pk)
+        .where(Item.benchmark_id == benchmark.id, Score.model_id.in_(model_ids),
+               Score.metric == benchmark.default_metric)
+    ).all())
+
+
+def hidden_states_of(session: Session, benchmark_id: str, model_ids: list[str]) -> list[HiddenState]:
+    """The hidden-state rows of the models on the benchmark."""
+    return list(session.scalars(select(HiddenState).where(HiddenState.benchmark_id == benchmark_id,
+                                                          HiddenState.model_id.in_(model_ids))))
+
+
+def models_with_hidden_states(session: Session, benchmark_id: str) -> list[Model]:
+    """The readable models with hidden states on the benchmark, by name."""
+    return list(session.scalars(select(Model).join(HiddenState, HiddenState.model_id == Model.id)
+                                .where(HiddenState.benchmark_id == benchmark_id).order_by(Model.name)))
+
+
+def benchmark_and_models(session: Session, benchmark_id: str, model_ids: list[str]
+                         ) -> tuple[Benchmark | None, list[Model | None]]:
+    """The readable benchmark and models by id (None for a missing one)."""
+    return session.get(Benchmark, benchmark_id), [session.get(Model, m) for m in model_ids]
+
+
+def models_named(session: Session, names: list[str]) -> list[Model]:
+    """The readable models named ``names``."""
+    return list(session.scalars(select(Model).where(Model.name.in_(names))))
+
+
+def trained_model(session: Session, key: str) -> TrainedModel | None:
+    """The cached trained model (a RepCore alignment) of ``key``."""
+    return session.get(TrainedModel, key)
+
+
+def store_trained_model(session: Session, **columns: Any) -> None:
+    """Add a trained model row (the caller commits; a concurrent identical one raises IntegrityError then)."""
+    session.add(TrainedModel(**columns))
 
 
 # ------------------------------------------------------------------ what other domains read and delete of coresets

@@ -17,3 +17,18 @@ def names_by_id(session: Session, ids: Iterable[str]) -> dict[str, str]:
         return {}
     return {model_id: name for model_id, name in session.execute(select(Model.id, Model.name)
                                                                  .where(Model.id.in_(wanted)))}
+
+
+def name_of_id(session: Session, model_id: str) -> str | None:
+    """The name of the readable model with id ``model_id``."""
+    return session.scalars(select(Model.name).where(Model.id == model_id)).first()
+
+
+def name_of_ref(session: Session, ref: str) -> str | None:
+    """The name of a readable model whose id or name is ``ref``."""
+    return session.scalars(select(Model.name).where((Model.id == ref) | (Model.name == ref))).first()
+
+
+def id_of_ref(session: Session, ref: str) -> str | None:
+    """The id of a readable model whose name or id is ``ref``."""
+    return session.scalars(select(Model.id).where((Model.name == ref) | (Model.id == ref))).first()

@@ -1,13 +1,14 @@
-"""The session tables' queries that other domains call (docs/ARCHITECTURE.md "Table ownership"): a session's
+"""The session tables' queries (docs/ARCHITECTURE.md "Table ownership"): what other domains read (a session's
 observed scores, the newest estimates per target on a benchmark, other teams' sessions on a benchmark, a
-team's sessions for its deletion. Team deletion and the benchmark checks (``evalplan.auth``, below sessions in
-the dependency order) get theirs registered here."""
+team's sessions for its deletion) and the reads of the session checks (``evalplan.sessions.validation``).
+Team deletion and the benchmark checks (``evalplan.auth``, below sessions in the dependency order) get theirs
+registered here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from evalplan.auth.deletion import register_team_part
@@ -45,6 +46,48 @@ def delete_team_sessions(session: Session, team_id: str) -> list[tuple[str, int]
     for row in rows:
         session.delete(row)
     return gone
+
+
+def session_by_id(session: Session, session_id: str) -> EvalSession | None:
+    """The readable session ``session_id``."""
+    return session.get(EvalSession, session_id)
+
+
+def item_scores(session: Session, session_id: str) -> list[Row[Any]]:
+    """``(item_pk, score)`` of every observation of the session."""
+    return list(session.execute(select(SessionObservation.item_pk, SessionObservation.score)
+                                .where(SessionObservation.session_id == session_id)).all())
+
+
+def observations_on(session: Session, benchmark_id: str) -> list[Row[Any]]:
+    """``(target, targets, target_index, item_pk, score)`` of every observation of the readable sessions on the
+    benchmark."""
+    return list(session.execute(
+        select(EvalSession.target, EvalSession.targets, SessionObservation.target_index,
+               SessionObservation.item_pk, SessionObservation.score)
+        .join(SessionObservation, SessionObservation.session_id == EvalSession.id)
+        .where(EvalSession.benchmark_id == benchmark_id)).all())
+
+
+def stored_scores(session: Session, session_id: str, pks: list[int]) -> tuple[dict[tuple[int, int], float], int]:
+    """The stored scores ``{(target_index, item_pk): score}`` of the items ``pks`` in session
+    ``session_id``, and the number of observations it has stored: one round trip for at most 1000
+    items (the count rides along as a row with ``target_index`` -1)."""
+    obs = SessionObservation
+    stored: dict[tuple[int, int], float] = {}
+    n_stored = -1
+    for start in range(0, max(len(pks), 1), 1000):
+        head = select(obs.target_index, obs.item_pk, obs.score).where(
+            obs.session_id == session_id, obs.item_pk.in_(pks[start:start + 1000]))
+        stmt: Any = head if start else union_all(
+            head, select(literal_column("-1"), func.count(), literal_column("0.0")).where(obs.session_id == session_id))
+        for t, pk, score in session.execute(stmt):
+            if int(t) < 0:
+                n_stored = int(pk)
+            else:
+                stored[(int(t), int(pk))] = float(score)
+    assert n_stored >= 0
+    return stored, n_stored
 
 
 register_reader("foreign_sessions", foreign_session_ids)

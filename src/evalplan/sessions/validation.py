@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import scale_of, score_range
 from evalplan.core.sequential import DEFAULT_METHOD, METHODS, SessionConfig
 from evalplan.core.sequential.methods import (
@@ -21,9 +21,11 @@ from evalplan.core.sequential.methods import (
     MULTI_TARGET_METHODS,
 )
 from evalplan.core.sequential.stopping import StopRule, resolve_max_items
-from evalplan.db.models import Benchmark, EvalSession, Item, Model, SessionObservation
+from evalplan.db.models import Benchmark, EvalSession
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
+from evalplan.models import repository as model_repository
 from evalplan.models.service import check_reference_form
+from evalplan.sessions import repository as session_repository
 from evalplan.sessions.priors import PriorEntry
 from evalplan.sessions.schemas import SessionCreate
 
@@ -131,7 +133,7 @@ def resolve_target(session: Session, target: str, field: str = "target") -> str:
     if not isinstance(target, str) or not target or len(target) > 300:
         raise InvalidInput(f"{field} must be a model name of 1 to 300 characters",
                            [{"field": field, "detail": f"got {target!r}"}])
-    known = session.scalars(select(Model.name).where(Model.id == target)).first()
+    known = model_repository.name_of_id(session, target)
     return known or target  # an id of a known model stands for its name; any other string is a new model
 
 
@@ -176,7 +178,7 @@ def resolve_previous(session: Session, given: list[str] | None, targets: list[st
             errors.append({"field": f"previous.{k}", "detail": f"a model name of 1 to 300 characters, got {ref!r}"})
             continue
         # a model id stands for its name; any other string is a model name or an earlier session's target
-        name = session.scalars(select(Model.name).where(Model.id == ref.strip())).first() or ref.strip()
+        name = model_repository.name_of_id(session, ref.strip()) or ref.strip()
         if name in targets:
             errors.append({"field": f"previous.{k}", "detail": f"{name!r} is the target, not an earlier checkpoint"})
         elif name in names:
@@ -201,11 +203,7 @@ def previous_scores(session: Session, benchmark: Benchmark, names: list[str], mo
         row = np.full(len(item_pks), np.nan)
         if name in model_names:
             row = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
-        stmt = (select(EvalSession.target, EvalSession.targets, SessionObservation.target_index,
-                       SessionObservation.item_pk, SessionObservation.score)
-                .join(SessionObservation, SessionObservation.session_id == EvalSession.id)
-                .where(EvalSession.benchmark_id == benchmark.id))
-        for target, targets, t_index, item_pk, score in session.execute(stmt):
+        for target, targets, t_index, item_pk, score in session_repository.observations_on(session, benchmark.id):
             owner = target if not targets else targets[int(t_index)]
             j = col.get(int(item_pk))
             if owner == name and j is not None and np.isnan(row[j]):
@@ -253,7 +251,7 @@ def resolve_compare(session: Session, request: SessionCreate, benchmark: Benchma
     if delta is not None and (isinstance(delta, bool) or not math.isfinite(float(delta)) or not
                               0.0 < float(delta) <= hi - lo):
         raise bad("delta", f"must be > 0 and at most the score range's width {hi - lo:g}; got {delta!r}")
-    compared = session.get(EvalSession, ref)
+    compared = session_repository.session_by_id(session, ref)
     scores = np.full(len(item_pks), np.nan)
     if compared is not None:
         if compared.benchmark_id != benchmark.id:
@@ -264,13 +262,12 @@ def resolve_compare(session: Session, request: SessionCreate, benchmark: Benchma
         col = {pk: j for j, pk in enumerate(item_pks)}
         if name in model_names:
             scores = np.array(values[model_names.index(name)], dtype=np.float64, copy=True)
-        for item_pk, score in session.execute(select(SessionObservation.item_pk, SessionObservation.score)
-                                              .where(SessionObservation.session_id == compared.id)):
+        for item_pk, score in session_repository.item_scores(session, compared.id):
             j = col.get(int(item_pk))
             if j is not None:
                 scores[j] = float(score)
     else:
-        found = session.scalars(select(Model.name).where((Model.id == ref) | (Model.name == ref))).first()
+        found = model_repository.name_of_ref(session, ref)
         if found is None:
             raise bad("compare_to", f"no model or session with id or name {ref!r}")
         name = str(found)
@@ -299,7 +296,7 @@ def resolve_references(session: Session, refs: list[str] | str | None, targets: 
         for k, ref in enumerate(refs):
             row = row_of_name.get(ref, row_of_id.get(ref))
             if row is None:
-                exists = session.scalars(select(Model.id).where((Model.name == ref) | (Model.id == ref))).first()
+                exists = model_repository.id_of_ref(session, ref)
                 errors.append({"field": f"reference_models.{k}",
                                "detail": f"model {ref!r} has no scores on this benchmark" if exists
                                else f"no model with id or name {ref!r}"})
@@ -383,8 +380,7 @@ def validate_observations(session: Session, row: EvalSession, benchmark: Benchma
     wanted = list(dict.fromkeys(o.item for o in observations if o.item not in pk_of))
     for start in range(0, len(wanted), 1000):
         chunk = wanted[start:start + 1000]
-        pk_of.update(session.execute(select(Item.item_id, Item.pk).where(
-            Item.benchmark_id == row.benchmark_id, Item.item_id.in_(chunk))).all())
+        pk_of.update(benchmark_repository.pks_of_item_ids(session, row.benchmark_id, chunk))
     unknown = [{"field": f"observations.{k}.item", "item": o.item,
                 "detail": f"benchmark {benchmark.name!r} has no item {o.item!r}"}
                for k, o in enumerate(observations) if o.item not in pk_of]
@@ -401,7 +397,7 @@ def validate_observations(session: Session, row: EvalSession, benchmark: Benchma
     if invalid:
         raise InvalidInput(f"invalid observation: {invalid[0]['detail']}", invalid)
 
-    stored, n_stored = stored_scores(session, row.id, list({pk_of[o.item] for o in observations}))
+    stored, n_stored = session_repository.stored_scores(session, row.id, list({pk_of[o.item] for o in observations}))
     conflicts: list[dict[str, Any]] = []
     new: list[tuple[int, int, str, float]] = []
     seen: dict[tuple[int, int], float] = {}
@@ -449,24 +445,3 @@ def off_design_conflict(k: int, item: str, proposed: list[str]) -> Conflict:
                     f"proposes: post one of {shown or '(none)'}",
                     [{"field": f"observations.{k}.item", "item": item, "proposed": proposed[:100],
                       "detail": f"not proposed; the session proposes {shown or 'nothing'}"}])
-
-
-def stored_scores(session: Session, session_id: str, pks: list[int]) -> tuple[dict[tuple[int, int], float], int]:
-    """The stored scores ``{(target_index, item_pk): score}`` of the items ``pks`` in session
-    ``session_id``, and the number of observations it has stored: one round trip for at most 1000
-    items (the count rides along as a row with ``target_index`` -1)."""
-    obs = SessionObservation
-    stored: dict[tuple[int, int], float] = {}
-    n_stored = -1
-    for start in range(0, max(len(pks), 1), 1000):
-        head = select(obs.target_index, obs.item_pk, obs.score).where(
-            obs.session_id == session_id, obs.item_pk.in_(pks[start:start + 1000]))
-        stmt: Any = head if start else union_all(
-            head, select(literal_column("-1"), func.count(), literal_column("0.0")).where(obs.session_id == session_id))
-        for t, pk, score in session.execute(stmt):
-            if int(t) < 0:
-                n_stored = int(pk)
-            else:
-                stored[(int(t), int(pk))] = float(score)
-    assert n_stored >= 0
-    return stored, n_stored

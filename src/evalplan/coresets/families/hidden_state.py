@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -30,8 +29,20 @@ from evalplan.core.selection.base import ParamSpec
 from evalplan.coresets.budget import plan_budget
 from evalplan.coresets.curation import frozen_state
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
-from evalplan.coresets.repository import load_for_job, save_selection
-from evalplan.db.models import Benchmark, Coreset, HiddenState, Item, Model, Score, TrainedModel
+from evalplan.coresets.repository import (
+    benchmark_and_models,
+    benchmark_one,
+    hidden_states_of,
+    load_for_job,
+    model_scores_on,
+    models_named,
+    models_with_hidden_states,
+    save_selection,
+    store_trained_model,
+    trained_model,
+)
+from evalplan.coresets.repository import item_pks as ordered_item_pks
+from evalplan.db.models import Benchmark, Coreset, HiddenState, Model
 from evalplan.hidden_states.repository import hidden_state_row, load_hidden_states
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.jobs import JobContext
@@ -96,7 +107,7 @@ class HiddenStateFamily:
 
     def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
         """The sources' correctness on the items they all have scores for (eq. 6's x and the LOO interval)."""
-        benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
+        benchmark = benchmark_one(session, coreset.benchmark_ids[0])
         item_pks, correctness = source_correctness(session, coreset, benchmark)
         return {"sources": list((coreset.diagnostics or {}).get("source_models") or []),
                 "item_pks": [int(pk) for pk in item_pks.tolist()], "correctness": correctness.tolist()}
@@ -109,8 +120,7 @@ HIDDEN_STATE = HiddenStateFamily()
 
 
 def benchmark_item_pks(session: Session, benchmark: Benchmark) -> np.ndarray:
-    return np.array(list(session.scalars(select(Item.pk).where(Item.benchmark_id == benchmark.id).order_by(Item.pk))),
-                    dtype=np.int64)
+    return np.array(ordered_item_pks(session, benchmark.id), dtype=np.int64)
 
 
 def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[str],
@@ -119,13 +129,7 @@ def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[s
     col = {int(pk): j for j, pk in enumerate(item_pks.tolist())}
     row = {m: i for i, m in enumerate(model_ids)}
     values = np.full((len(model_ids), len(item_pks)), np.nan)
-    rows = session.execute(
-        select(Score.model_id, Score.item_pk, Score.value)
-        .join(Item, Item.pk == Score.item_pk)
-        .where(Item.benchmark_id == benchmark.id, Score.model_id.in_(model_ids),
-               Score.metric == benchmark.default_metric)
-    ).all()
-    for model_id, pk, value in rows:
+    for model_id, pk, value in model_scores_on(session, benchmark, model_ids):
         j = col.get(int(pk))
         if j is not None:
             values[row[model_id], j] = value
@@ -135,9 +139,7 @@ def correctness_matrix(session: Session, benchmark: Benchmark, model_ids: list[s
 def _source_problems(session: Session, benchmark: Benchmark, models: list[Model], item_pks: np.ndarray) -> dict[str,
                                                                                                                 str]:
     """Model name -> why it cannot be a RepCore source on the benchmark (absent when it can)."""
-    states = {hs.model_id: hs for hs in session.scalars(
-        select(HiddenState).where(HiddenState.benchmark_id == benchmark.id,
-                                  HiddenState.model_id.in_([m.id for m in models])))}
+    states = {hs.model_id: hs for hs in hidden_states_of(session, benchmark.id, [m.id for m in models])}
     scores = correctness_matrix(session, benchmark, [m.id for m in models], item_pks)
     wanted = set(item_pks.tolist())
     problems: dict[str, str] = {}
@@ -183,9 +185,7 @@ def validate_request(session: Session, benchmarks: list[Benchmark], budget: Any,
             f"{MIN_SOURCES} with hidden states and scores on {benchmark.name!r}",
             [{"field": "reference_models", "detail": f"at least {MIN_SOURCES} source models"}])
     if reference_models == "all":
-        models = list(session.scalars(
-            select(Model).join(HiddenState, HiddenState.model_id == Model.id)
-            .where(HiddenState.benchmark_id == benchmark.id).order_by(Model.name)))
+        models = models_with_hidden_states(session, benchmark.id)
         problems = _source_problems(session, benchmark, models, item_pks)
         sources = [m for m in models if m.name not in problems]
     else:
@@ -256,8 +256,7 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
     coreset = load_for_job(ctx, coreset_id)
     params, seed = dict(coreset.params or {}), coreset.seed
     with ctx.session_factory() as session:
-        benchmark = session.get(Benchmark, coreset.benchmark_ids[0])
-        found = [session.get(Model, m) for m in source_ids]
+        benchmark, found = benchmark_and_models(session, coreset.benchmark_ids[0], source_ids)
         sources = [m for m in found if m is not None]
         if benchmark is None or len(sources) != len(found):
             raise InvalidInput("the coreset's benchmark or a source model was deleted")
@@ -269,7 +268,7 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
         if len(state_rows) != len(sources):
             raise InvalidInput("a source model's hidden states were deleted since the coreset was requested")
         key = training_key(benchmark, item_pks, sources, state_rows, params, seed)
-        cached = session.get(TrainedModel, key) if params["input"] == "embeddings" else None
+        cached = trained_model(session, key) if params["input"] == "embeddings" else None
         cached_blob = bytes(cached.blob) if cached is not None else None
         states = None if cached is not None or params["input"] != "embeddings" else \
             [load_hidden_states(session, benchmark, m, item_pks) for m in sources]
@@ -300,9 +299,9 @@ def select_repcore_coreset(ctx: JobContext, coreset_id: str, k: int, source_ids:
             del states, trainer
             with ctx.session_factory() as session:
                 try:
-                    session.add(TrainedModel(key=key, kind=TRAINED_KIND, benchmark_id=benchmark_id, blob=blob,
-                                             meta={"test_auc": finite_or_none(test_auc), "sources": source_names,
-                                                   "params": train_params, "seed": seed}))
+                    store_trained_model(session, key=key, kind=TRAINED_KIND, benchmark_id=benchmark_id, blob=blob,
+                                        meta={"test_auc": finite_or_none(test_auc), "sources": source_names,
+                                              "params": train_params, "seed": seed})
                     session.commit()
                 except IntegrityError:  # an identical job stored it first
                     session.rollback()
@@ -336,7 +335,7 @@ def source_correctness(session: Session, coreset: Coreset, benchmark: Benchmark)
     """(item pks, sources x items correctness) over the items every source model has a score for, now;
     422 when fewer than two of the coreset's source models still exist."""
     names = list((coreset.diagnostics or {}).get("source_models") or [])
-    models = list(session.scalars(select(Model).where(Model.name.in_(names))))
+    models = models_named(session, names)
     by_name = {m.name: m for m in models}
     sources = [by_name[n] for n in names if n in by_name]
     if len(sources) < MIN_SOURCES:
@@ -351,7 +350,7 @@ def source_correctness(session: Session, coreset: Coreset, benchmark: Benchmark)
 def predict_repcore(session: Session, coreset: Coreset, values: dict[int, float], model_name: str | None,
                     level: float) -> dict[str, Any]:
     """Eq. 6-8: ridge over x_i = mean source correctness from the target's anchor scores, LOO interval."""
-    benchmark = session.get_one(Benchmark, coreset.benchmark_ids[0])
+    benchmark = benchmark_one(session, coreset.benchmark_ids[0])
     frozen = frozen_state(session, coreset)
     if frozen is not None:  # a published version: the sources' scores as they were at publish
         item_pks = np.asarray(frozen["item_pks"], dtype=np.int64)

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import load_matrix
@@ -36,8 +35,17 @@ from evalplan.core.vs_random import compare_to_random, crossfit_errors, overall_
 from evalplan.coresets.budget import plan_budget
 from evalplan.coresets.curation import frozen_state
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
-from evalplan.coresets.repository import load_for_job, save_selection
-from evalplan.db.models import Benchmark, BenchmarkModel, Coreset, CoresetItem, Item, Model, Score
+from evalplan.coresets.repository import (
+    benchmarks_by_ids,
+    coreset_item_scores,
+    item_counts,
+    load_for_job,
+    model_names_scored_on,
+    reference_model_ids,
+    save_selection,
+    text_item_counts,
+)
+from evalplan.db.models import Benchmark, Coreset
 from evalplan.embeddings.repository import (
     benchmark_texts,
     cached_embeddings,
@@ -116,7 +124,7 @@ class TextFamily:
         if frozen is not None:
             sizes, means = frozen["n_items"], frozen["reference_means"]
         else:
-            sizes, means = benchmark_sizes(session, list(benchmarks)), reference_means(session, coreset)
+            sizes, means = item_counts(session, list(benchmarks)), reference_means(session, coreset)
         order = list(coreset.benchmark_ids)
         index = {b: i for i, b in enumerate(order)}
         pairs = [(index[b], v) for b, vs in by_benchmark.items() for v in vs]
@@ -137,7 +145,7 @@ class TextFamily:
     def freeze(self, session: Session, coreset: Coreset) -> dict[str, Any]:
         """Each benchmark's item count (the finite-population size) and the references' coreset means
         (the extrapolation test)."""
-        return {"n_items": benchmark_sizes(session, list(coreset.benchmark_ids)),
+        return {"n_items": item_counts(session, list(coreset.benchmark_ids)),
                 "reference_means": reference_means(session, coreset)}
 
 
@@ -145,16 +153,6 @@ TEXT = TextFamily()
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """(items, items with text) per benchmark."""
-    rows = session.execute(
-        select(Item.benchmark_id, func.count(), func.count(Item.prompt))
-        .where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id)
-    ).all()
-    found = {b: (int(n), int(t)) for b, n, t in rows}
-    return {b: found.get(b, (0, 0)) for b in benchmark_ids}
 
 
 def check_hybrid_references(session: Session, method: str, benchmarks: list[Benchmark],
@@ -167,8 +165,7 @@ def check_hybrid_references(session: Session, method: str, benchmarks: list[Benc
             [{"field": "reference_models", "detail": f"at least {MIN_HYBRID_REFERENCES} models"}])
     errors = ErrorCollector()
     for b in benchmarks:
-        having = set(session.scalars(select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
-                                     .where(BenchmarkModel.benchmark_id == b.id)))
+        having = model_names_scored_on(session, [b.id])
         found = len(having) if references == "all" else len(having & set(references))
         if found < MIN_HYBRID_REFERENCES:
             errors.add(f"benchmark {b.name!r} has scores of {found} of the reference models; {method!r} needs at "
@@ -209,10 +206,7 @@ def reference_matrix(session: Session, benchmarks: list[Benchmark], item_pks: np
                      references: list[str] | str) -> tuple[list[str], np.ndarray]:
     """Scores (models x items, NaN = missing) of the reference models on the given items."""
     if references == "all":
-        names = sorted(set(session.scalars(
-            select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
-            .where(BenchmarkModel.benchmark_id.in_([b.id for b in benchmarks]))
-        )))
+        names = sorted(model_names_scored_on(session, [b.id for b in benchmarks]))
     else:
         names = list(references)
     row_of = {n: r for r, n in enumerate(names)}
@@ -345,7 +339,7 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
         with ctx.session_factory() as session:
             item_pks, labels, embeddings = load_embeddings(session, benchmark_ids, model_name)
     with ctx.session_factory() as session:
-        benchmarks = [session.get_one(Benchmark, b) for b in benchmark_ids]
+        benchmarks = benchmarks_by_ids(session, benchmark_ids)
         capabilities = [b.capability or b.name for b in benchmarks]
         # the backtest's references: the coreset's, else every model with scores on its benchmarks
         names, Y = reference_matrix(session, benchmarks, np.asarray(item_pks), references or "all")
@@ -394,28 +388,13 @@ def select_text_coreset(ctx: JobContext, coreset_id: str, k: int, per_benchmark:
 # --------------------------------------------------------------------------- predict
 
 
-def benchmark_sizes(session: Session, benchmark_ids: list[str]) -> dict[str, int]:
-    """Items per benchmark now."""
-    found = dict(session.execute(select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids))
-                                 .group_by(Item.benchmark_id)).all())
-    return {b: int(found.get(b, 0)) for b in benchmark_ids}
-
-
 def reference_means(session: Session, coreset: Coreset) -> dict[str, list[float]]:
     """Per benchmark id, each reference model's mean score (default metric) on the coreset's items
     there, from the stored scores now (empty without reference models)."""
     if not coreset.reference_models:
         return {}
-    stmt = select(Model.id)
-    if coreset.reference_models != "all":
-        stmt = stmt.where(Model.name.in_(list(coreset.reference_models)))
-    model_ids = list(session.scalars(stmt))
-    rows = session.execute(
-        select(Score.model_id, CoresetItem.benchmark_id, Score.value)
-        .join(CoresetItem, (CoresetItem.item_pk == Score.item_pk) & (CoresetItem.coreset_id == coreset.id))
-        .join(Benchmark, Benchmark.id == CoresetItem.benchmark_id)
-        .where(Score.model_id.in_(model_ids), Score.metric == Benchmark.default_metric)
-    ).all()
+    model_ids = reference_model_ids(session, coreset.reference_models)
+    rows = coreset_item_scores(session, coreset.id, model_ids)
     sums: dict[tuple[str, str], list[float]] = {}
     for model_id, benchmark_id, value in rows:
         sums.setdefault((model_id, benchmark_id), []).append(float(value))

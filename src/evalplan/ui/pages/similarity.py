@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from evalplan import charts
 from evalplan.auth.deps import DbSession
 from evalplan.benchmarks import service as benchmark_service
-from evalplan.coresets.families.text import text_item_counts
+from evalplan.coresets.repository import text_item_counts
 from evalplan.kit.deps import AppSettings, JobQueue, JobQueueClient
 from evalplan.kit.errors import EvalplanError
 from evalplan.similarity import plots as similarity_plots
