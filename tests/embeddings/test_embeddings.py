@@ -110,6 +110,29 @@ def test_concurrent_first_loads_share_one_model(monkeypatch: pytest.MonkeyPatch,
     embedder_module._cache.pop(("fake-model-for-test", "cpu"), None)
 
 
+class FakeModel:
+    max_seq_length = 8
+
+    def get_embedding_dimension(self) -> int:
+        return 3
+
+
+def test_embedder_cache_keeps_the_four_most_recently_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedder_module, "_cache", type(embedder_module._cache)(maxsize=embedder_module.CACHE_SIZE))
+    loads: list[tuple[str, str]] = []
+    monkeypatch.setattr(embedder_module, "_load_model", lambda name, device: loads.append((name, device)) or FakeModel())
+    cuda = load_embedder("m", "cuda")
+    cpu = load_embedder("m", "cpu")
+    assert embedder_module.loaded_embedder("m") is cpu  # the most recently used device first
+    assert load_embedder("m", "cuda") is cuda and embedder_module.loaded_embedder("m") is cuda
+    assert embedder_module.loaded_embedder("m", "cpu") is cpu  # a look, not a use
+    for name in ("a", "b", "c"):
+        load_embedder(name, "cpu")
+    assert embedder_module.loaded_embedder("m", "cpu") is None  # the least recently used left
+    assert embedder_module.loaded_embedder("m", "cuda") is cuda and embedder_module.loaded_embedder("x") is None
+    assert loads == [("m", "cuda"), ("m", "cpu"), ("a", "cpu"), ("b", "cpu"), ("c", "cpu")]
+
+
 # ----------------------------------------------------------------------------- the service
 
 def test_ensure_embeds_each_distinct_text_once_then_nothing(

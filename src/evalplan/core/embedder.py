@@ -15,11 +15,11 @@ costs nothing, so the API process (which never embeds) does not pay torch's memo
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from cachetools import Cache, LRUCache
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
@@ -124,8 +124,8 @@ class Embedder:
 
 
 _load_lock = threading.Lock()
-_cache: OrderedDict[tuple[str, str], Embedder] = OrderedDict()
 CACHE_SIZE = 4
+_cache: LRUCache[tuple[str, str], Embedder] = LRUCache(maxsize=CACHE_SIZE)
 
 
 def load_embedder(name: str, device: str | None = None) -> Embedder:
@@ -137,22 +137,21 @@ def load_embedder(name: str, device: str | None = None) -> Embedder:
     device = device or default_device()
     key = (name, device)
     with _load_lock:
-        embedder = _cache.get(key)
+        embedder = _cache.pop(key, None)
         if embedder is None:
             embedder = Embedder(name, _load_model(name, device), device)
-            _cache[key] = embedder
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-        _cache.move_to_end(key)
+        # (re)inserted, so iterating the cache also runs least recently used first (loaded_embedder);
+        # the least recently used leaves beyond CACHE_SIZE
+        _cache[key] = embedder
         return embedder
 
 
 def loaded_embedder(name: str, device: str | None = None) -> Embedder | None:
     """The embedder if this process has already loaded it, else ``None`` (never loads)."""
     with _load_lock:
-        for (key_name, key_device), embedder in reversed(_cache.items()):
+        for key_name, key_device in reversed(list(_cache)):  # most recently used first (load_embedder)
             if key_name == name and (device is None or key_device == device):
-                return embedder
+                return Cache.__getitem__(_cache, (key_name, key_device))  # a look, not a use: no recency update
     return None
 
 

@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any, NamedTuple
 
 import numpy as np
+from cachetools import LRUCache
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
@@ -145,9 +145,9 @@ class IRTFit:
     loss: float
 
 
-_FIT_CACHE: OrderedDict[tuple[Any, ...], IRTFit] = OrderedDict()
-_FIT_CACHE_LOCK = Lock()
 _FIT_CACHE_SIZE = 64
+_FIT_CACHE: LRUCache[tuple[Any, ...], IRTFit] = LRUCache(maxsize=_FIT_CACHE_SIZE)
+_FIT_CACHE_LOCK = Lock()
 
 
 def fit_multidim_2pl(Y_bin: Any, dim: int, *, epochs: int = EPOCHS, lr: float = LR,
@@ -169,13 +169,10 @@ def fit_multidim_2pl(Y_bin: Any, dim: int, *, epochs: int = EPOCHS, lr: float = 
            float(lr), float(lr_decay), int(seed))
     with _FIT_CACHE_LOCK:
         if key in _FIT_CACHE:
-            _FIT_CACHE.move_to_end(key)
-            return _FIT_CACHE[key]
+            return _FIT_CACHE[key]  # a hit is the most recently used
     fit = _svi(Yb, dim, epochs, float(lr), float(lr_decay), int(seed))
     with _FIT_CACHE_LOCK:
-        _FIT_CACHE[key] = fit
-        while len(_FIT_CACHE) > _FIT_CACHE_SIZE:
-            _FIT_CACHE.popitem(last=False)
+        _FIT_CACHE[key] = fit  # the least recently used leaves beyond _FIT_CACHE_SIZE
     return fit
 
 

@@ -14,12 +14,12 @@ publish (frozen), deprecate, delete, diff, provenance and staleness.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from threading import Lock
 from typing import Any
 
+from cachetools import LRUCache
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -161,9 +161,9 @@ def _items_digest(session: Session, benchmark: Benchmark) -> tuple[str, int]:
     return digest.hexdigest(), n
 
 
-_HASHES: OrderedDict[tuple[str, int, str], tuple[str, str]] = OrderedDict()
-_HASHES_LOCK = Lock()
 _HASHES_SIZE = 256
+_HASHES: LRUCache[tuple[str, int, str], tuple[str, str]] = LRUCache(maxsize=_HASHES_SIZE)
+_HASHES_LOCK = Lock()
 
 
 def benchmark_data_hash(session: Session, benchmark: Benchmark, items_digest: str | None = None) -> str:
@@ -181,8 +181,7 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
     key = (benchmark.id, int(benchmark.data_version or 0), items)
     with _HASHES_LOCK:
         if key in _HASHES:
-            _HASHES.move_to_end(key)
-            return _HASHES[key]
+            return _HASHES[key]  # a hit is the most recently used
     digest, scores = hashlib.sha256(), hashlib.sha256()
     for item_id, content_hash in session.execute(
             select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
@@ -205,9 +204,7 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
         scores.update(line)
     result = digest.hexdigest(), scores.hexdigest()
     with _HASHES_LOCK:
-        _HASHES[key] = result
-        while len(_HASHES) > _HASHES_SIZE:
-            _HASHES.popitem(last=False)
+        _HASHES[key] = result  # the least recently used leaves beyond _HASHES_SIZE
     return result
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from threading import Lock
 from typing import Any
 
+from cachetools import LRUCache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -104,9 +104,9 @@ def _models_values(session: Session, models: list[Model], coreset: Coreset,
     return out
 
 
-_CELLS: OrderedDict[tuple[str, Any], Cells] = OrderedDict()
-_CELLS_LOCK = Lock()
 _CELLS_SIZE = 64
+_CELLS: LRUCache[tuple[str, Any], Cells] = LRUCache(maxsize=_CELLS_SIZE)
+_CELLS_LOCK = Lock()
 
 
 def _coreset_cells(session: Session, coreset: Coreset) -> tuple[Cells, dict[str, Benchmark]]:
@@ -124,8 +124,7 @@ def _cells_of(session: Session, coreset: Coreset,
     key = (coreset.id, (coreset.updated_at, tuple(sorted((b.id, b.name) for b in benchmarks.values()))))
     with _CELLS_LOCK:
         if key in _CELLS and coreset.status == "ready":
-            _CELLS.move_to_end(key)
-            return _CELLS[key], benchmarks
+            return _CELLS[key], benchmarks  # a hit is the most recently used
     cells: Cells = {}
     rows = session.execute(
         select(CoresetItem.benchmark_id, CoresetItem.item_pk, Item.item_id)
@@ -138,9 +137,7 @@ def _cells_of(session: Session, coreset: Coreset,
             cells[(ref, item_id)] = (benchmark_id, item_pk)
     if coreset.status == "ready":
         with _CELLS_LOCK:
-            _CELLS[key] = cells
-            while len(_CELLS) > _CELLS_SIZE:
-                _CELLS.popitem(last=False)
+            _CELLS[key] = cells  # the least recently used leaves beyond _CELLS_SIZE
     return cells, benchmarks
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from evalplan.auth.deletion import on_sessions_deleted
 
@@ -23,17 +23,19 @@ ESTIMATOR_CACHE_BYTES = 512 * 1024 * 1024
 
 
 class LRU:
+    """A thread-safe LRU of at most ``size`` entries (``cachetools.LRUCache`` under a lock)."""
+
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._data: LRUCache[Any, Any] = LRUCache(maxsize=size)
         self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return int(self._data.maxsize)
 
     def get(self, key: Any) -> Any:
         with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
+            return self._data.get(key)
 
     def pop(self, key: Any) -> Any:
         with self._lock:
@@ -42,9 +44,6 @@ class LRU:
     def put(self, key: Any, value: Any) -> None:
         with self._lock:
             self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -80,56 +79,62 @@ def nbytes_of(value: Any, depth: int = 4) -> int:
     return total
 
 
+def _entry_size(entry: tuple[Any, int]) -> int:
+    return entry[1]
+
+
 class ByteLRU:
     """An LRU bounded by the bytes of its values (:func:`nbytes_of`), not by their count; a value larger
-    than the whole budget is not kept."""
+    than the whole budget is not kept. A ``cachetools.LRUCache`` of ``(value, size)`` entries weighed by
+    their stored size (``getsizeof``), under a lock."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._data: LRUCache[Any, tuple[Any, int]] = LRUCache(maxsize=max_bytes, getsizeof=_entry_size)
         self._lock = threading.Lock()
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self._data.maxsize)
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        """A new budget (the app's setting): the entries are kept, least recently used first out."""
+        with self._lock:
+            old = self._data
+            self._data = LRUCache(maxsize=value, getsizeof=_entry_size)
+            while old:
+                key, entry = old.popitem()  # least recently used first: the new cache keeps their order
+                if entry[1] <= value:
+                    self._data[key] = entry
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.currsize)
 
     def get(self, key: Any) -> Any:
         with self._lock:
             entry = self._data.get(key)
-            if entry is None:
-                return None
-            self._data.move_to_end(key)
-            return entry[0]
+            return None if entry is None else entry[0]
 
     def pop(self, key: Any) -> Any:
         with self._lock:
             entry = self._data.pop(key, None)
-            if entry is None:
-                return None
-            self.nbytes -= entry[1]
-            return entry[0]
+            return None if entry is None else entry[0]
 
     def take(self, key: Any) -> tuple[Any, int | None]:
         """Remove and return ``(value, its byte size)``; ``(None, None)`` when absent."""
         with self._lock:
             entry = self._data.pop(key, None)
-            if entry is None:
-                return None, None
-            self.nbytes -= entry[1]
-            return entry
+            return (None, None) if entry is None else entry
 
     def put(self, key: Any, value: Any, nbytes: int | None = None) -> None:
         """Keep ``value``; ``nbytes`` its size when known (a value taken out and advanced: an
         estimator's arrays keep their shapes as observations arrive), else :func:`nbytes_of`."""
         size = nbytes_of(value) if nbytes is None else int(nbytes)
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self.nbytes -= old[1]
-            if size > self.max_bytes:
-                return
-            self._data[key] = (value, size)
-            self.nbytes += size
-            while self.nbytes > self.max_bytes:
-                _, (_, dropped) = self._data.popitem(last=False)
-                self.nbytes -= dropped
+            self._data.pop(key, None)  # a replaced entry leaves first, even when the new one is not kept
+            if size <= self._data.maxsize:
+                self._data[key] = (value, size)  # evicts the least recently used until it fits
 
     def __len__(self) -> int:
         return len(self._data)
@@ -137,7 +142,6 @@ class ByteLRU:
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
-            self.nbytes = 0
 
 
 priors = LRU(PRIOR_CACHE_SIZE)  # prior key -> evalplan.sessions.priors.PriorEntry

@@ -8,12 +8,12 @@ the cross-fitted ``calibration`` errors, so predict refits deterministically wit
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -130,9 +130,9 @@ class _Prepared:
     loo_errors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
 
-_PREPARED: OrderedDict[tuple[str, Any], _Prepared] = OrderedDict()
-_PREPARED_LOCK = Lock()
 _PREPARED_SIZE = 32
+_PREPARED: LRUCache[tuple[str, Any], _Prepared] = LRUCache(maxsize=_PREPARED_SIZE)
+_PREPARED_LOCK = Lock()
 
 
 def _prepared(session: Session, coreset: Coreset) -> _Prepared:
@@ -148,8 +148,7 @@ def _prepared(session: Session, coreset: Coreset) -> _Prepared:
     key = (coreset.id, coreset.updated_at)
     with _PREPARED_LOCK:
         if key in _PREPARED:
-            _PREPARED.move_to_end(key)
-            return _PREPARED[key]
+            return _PREPARED[key]  # a hit is the most recently used
     fits = load_fits(session, coreset)
     with unscoped(session):
         benchmarks = {b.id: b for b in session.scalars(select(Benchmark)
@@ -167,9 +166,7 @@ def _prepared(session: Session, coreset: Coreset) -> _Prepared:
     for bid, fit in fits.items():
         prep.X_means[bid] = np.asarray(fit["X_ref"], dtype=float).mean(axis=1)
     with _PREPARED_LOCK:
-        _PREPARED[key] = prep
-        while len(_PREPARED) > _PREPARED_SIZE:
-            _PREPARED.popitem(last=False)
+        _PREPARED[key] = prep  # the least recently used leaves beyond _PREPARED_SIZE
     return prep
 
 
