@@ -152,7 +152,6 @@ NOT_YET_MOVED: dict[str, set[str]] = {
     "benchmarks/responses.py": {"Model"},
     "benchmarks/scores.py": {"Model"},
     "benchmarks/stats.py": {"Job"},
-    "coresets/families/score_based/select.py": {"Benchmark"},
     "coresets/families/score_predictions.py": {"Benchmark", "Item"},
     "coresets/plots.py": {"Benchmark"},
     "coresets/predict.py": {"Benchmark", "Item", "Model", "Score"},

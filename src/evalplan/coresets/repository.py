@@ -123,12 +123,21 @@ def mark_coreset_failed(ctx: JobContext, coreset_id: str, exc: Exception) -> Non
             session.commit()
 
 
-# --------------------------------------------------------------------------- text and hidden-state families
+# --------------------------------------------------------------------------- score-based family (families/score_based)
 
 
 def item_pks(session: Session, benchmark_id: str) -> list[int]:
     """The benchmark's item pks, ascending."""
     return list(session.scalars(select(Item.pk).where(Item.benchmark_id == benchmark_id).order_by(Item.pk)))
+
+
+def scored_model_names(session: Session, benchmark_id: str) -> set[str]:
+    """Names of the (readable) models with scores on the benchmark."""
+    return set(session.scalars(select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
+                               .where(BenchmarkModel.benchmark_id == benchmark_id)))
+
+
+# --------------------------------------------------------------------------- text and hidden-state families
 
 
 def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, tuple[int, int]]:
