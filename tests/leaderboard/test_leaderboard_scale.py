@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import event, select, text
 
-from evalplan.coresets.curation import SQLITE_SCORE_LINES
+from evalplan.coresets.curation_repository import SQLITE_SCORE_LINES
 from evalplan.db.models import Benchmark
 from support.helpers import upload_scores_csv
 

@@ -20,7 +20,6 @@ from threading import Lock
 from typing import Any
 
 from cachetools import LRUCache
-from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,7 +27,8 @@ from evalplan import __version__
 from evalplan.auth.audit import record
 from evalplan.auth.naming import normalize_ref, team_id_named
 from evalplan.auth.scoping import caller_of, owned_by_caller, require_own, unscoped
-from evalplan.db.models import Benchmark, Coreset, CoresetItem, Item, Model, Score, Team, utcnow
+from evalplan.coresets import curation_repository as queries
+from evalplan.db.models import Benchmark, Coreset, utcnow
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 
 VERSION_RETRIES = 20
@@ -71,29 +71,21 @@ def find_coreset(session: Session, ref: str) -> Coreset | None:
     if version != "latest" and not version.isdigit():
         return None
 
-    def pick(stmt: Any) -> Coreset | None:
-        if version == "latest":
-            stmt = stmt.order_by(Coreset.version.desc())
-        else:
-            stmt = stmt.where(Coreset.version == int(version))
-        return session.scalars(stmt.limit(1)).first()
-
-    base = select(Coreset).where(Coreset.name == name)
     if team is not None:
-        return pick(base.where(Coreset.team_id == team_id_named(session, team)))
-    own = pick(base.where(owned_by_caller(session, Coreset)))
+        return queries.series_version(session, name, version, Coreset.team_id == team_id_named(session, team))
+    own = queries.series_version(session, name, version, owned_by_caller(session, Coreset))
     if own is not None:
         return own
     # the caller has no series of that name: the one other team's shared (public) series of it
-    teams = set(session.scalars(select(Coreset.team_id).where(Coreset.name == name).distinct()))
+    teams = queries.series_teams(session, name)
     if len(teams) > 1:
-        names = dict(session.execute(select(Team.id, Team.name).where(Team.id.in_(teams))).all())
+        names = queries.team_names(session, teams)
         candidates = sorted(f"{names.get(t, t)}/{name}@{version}" for t in teams)
         raise Conflict(f"coreset {name}@{version} is ambiguous: several teams share a series of that name; "
                        "name it as team/name@version",
                        [{"parameter": "coreset", "detail": "one of " + ", ".join(candidates),
                          "candidates": candidates}])
-    return pick(base) if teams else None
+    return queries.series_version(session, name, version) if teams else None
 
 
 def get_coreset(session: Session, ref: str, *, write: bool = False, for_update: bool = False) -> Coreset:
@@ -104,8 +96,7 @@ def get_coreset(session: Session, ref: str, *, write: bool = False, for_update: 
     if write:
         require_own(session, coreset, f"coreset {normalize_ref(ref)!r}")
     if for_update:
-        locked = session.scalars(select(Coreset).where(Coreset.id == coreset.id).with_for_update()
-                                 .execution_options(populate_existing=True)).first()
+        locked = queries.lock_coreset(session, coreset.id)
         assert locked is not None
         coreset = locked
     return coreset
@@ -119,8 +110,7 @@ def insert_next_version(session: Session, coreset: Coreset) -> None:
         session.flush()
         return
     for _ in range(VERSION_RETRIES):
-        latest = session.scalar(select(func.max(Coreset.version))
-                                .where(Coreset.name == coreset.name, owned_by_caller(session, Coreset)))
+        latest = queries.latest_version(session, coreset.name)
         coreset.version = (latest or 0) + 1
         try:
             with session.begin_nested():
@@ -131,14 +121,6 @@ def insert_next_version(session: Session, coreset: Coreset) -> None:
             continue  # another request took this version: read the new latest and try the next
     raise Conflict(f"could not allocate a version of coreset {coreset.name!r}; retry",
                    [{"field": "name", "detail": "too many concurrent creates"}])
-
-
-def write_first_on_sqlite(session: Session) -> None:
-    """On SQLite, make the transaction's first statement a write, so its write lock is taken before any
-    read pins a snapshot (a deferred transaction that read first cannot write after another commit):
-    concurrent creates of one series then serialize on the lock instead of failing."""
-    if session.get_bind().dialect.name == "sqlite":
-        session.execute(text("UPDATE coresets SET version = version WHERE 1 = 0"))
 
 
 def base_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:
@@ -154,8 +136,7 @@ def base_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:
 def _items_digest(session: Session, benchmark: Benchmark) -> tuple[str, int]:
     """sha256 of a benchmark's items (id, content hash: prompt, target and fields) and their count."""
     digest, n = hashlib.sha256(), 0
-    for item_id, content_hash in session.execute(
-            select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
+    for item_id, content_hash in queries.item_lines(session, benchmark.id):
         digest.update(f"i\t{item_id}\t{content_hash or ''}\n".encode())
         n += 1
     return digest.hexdigest(), n
@@ -183,22 +164,9 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
         if key in _HASHES:
             return _HASHES[key]  # a hit is the most recently used
     digest, scores = hashlib.sha256(), hashlib.sha256()
-    for item_id, content_hash in session.execute(
-            select(Item.item_id, Item.content_hash).where(Item.benchmark_id == benchmark.id).order_by(Item.item_id)):
+    for item_id, content_hash in queries.item_lines(session, benchmark.id):
         digest.update(f"i\t{item_id}\t{content_hash or ''}\n".encode())
-    rows: Any
-    if session.get_bind().dialect.name == "sqlite":
-        # the same rows in the same order, joined from the score rows outwards (CROSS JOIN fixes SQLite's join
-        # order): through the ``scores`` view SQLite scanned every score row once per item (MuSR: minutes, inside
-        # the selection job's write transaction, while every other writer waited; issue 34)
-        rows = session.execute(text(SQLITE_SCORE_LINES), {"b": benchmark.id})
-    else:
-        rows = session.execute(
-            select(Model.name, Item.item_id, Score.metric, Score.value)
-            .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
-            .where(Item.benchmark_id == benchmark.id).order_by(Model.name, Item.item_id, Score.metric)
-            .execution_options(yield_per=10_000))
-    for model, item_id, metric, value in rows:
+    for model, item_id, metric, value in queries.score_lines(session, benchmark.id):
         line = f"s\t{model}\t{item_id}\t{metric}\t{float(value)!r}\n".encode()
         digest.update(line)
         scores.update(line)
@@ -208,18 +176,10 @@ def benchmark_hashes(session: Session, benchmark: Benchmark, items_digest: str |
     return result
 
 
-#: the ``scores`` view's rows of one benchmark with model name and item id, score row first (SQLite)
-SQLITE_SCORE_LINES = (
-    "SELECT m.name, i.item_id, r.metric, j.value FROM score_rows r CROSS JOIN json_each(r.vals) j "
-    "CROSS JOIN items i CROSS JOIN models m WHERE r.benchmark_id = :b AND j.type IN ('real', 'integer') "
-    "AND i.benchmark_id = r.benchmark_id AND i.position = j.key AND m.id = r.model_id "
-    "ORDER BY m.name, i.item_id, r.metric")
-
-
 def data_provenance(session: Session, coreset: Coreset) -> dict[str, Any]:
     """``data_versions``, ``data_hash`` (items and scores), ``items_hash`` (items alone) and ``n_items``, per
     benchmark id, of the data a selection read."""
-    benchmarks = list(session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids))))
+    benchmarks = queries.benchmarks_in(session, coreset.benchmark_ids)
     items = {b.id: _items_digest(session, b) for b in benchmarks}
     hashes = {b.id: benchmark_hashes(session, b, items[b.id][0]) for b in benchmarks}
     return {"data_versions": {b.id: int(b.data_version or 0) for b in benchmarks},
@@ -246,13 +206,13 @@ def staleness(session: Session, coreset: Coreset) -> tuple[bool, list[dict[str, 
     score_hashes: dict[str, str] = provenance.get("scores_hash") or {}
     counts: dict[str, int] = provenance.get("n_items") or {}
     ids = list(dict.fromkeys([*versions, *hashes]))
-    readable = set(session.scalars(select(Benchmark.id).where(Benchmark.id.in_(ids))))
+    readable = queries.benchmark_ids_in(session, ids)
     changes: list[dict[str, Any]] = []
     # the comparison reads the source benchmarks whoever looks (another team may read a public coreset
     # built on its owner's private benchmark): only digests and counts leave this block, and a benchmark
     # the caller cannot read is named by its id
     with unscoped(session):
-        now = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(ids)))}
+        now = {b.id: b for b in queries.benchmarks_in(session, ids)}
         for benchmark_id in ids:
             benchmark = now.get(benchmark_id)
             if benchmark is None:
@@ -301,7 +261,7 @@ def publish(session: Session, coreset: Coreset, freeze: Callable[[Session, Cores
     # what predict reads besides the items (reference scores, item counts): frozen with the version,
     # next to the fitted predictor and calibration the selection stored (evalplan.coresets.predict)
     frozen = freeze(session, coreset)
-    state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset.id))
+    state = queries.fitted_state(session, coreset.id)
     coreset.fitted_state = {**(state or {}), "frozen": frozen}
     caller = caller_of(session)
     coreset.published_at, coreset.published_by = utcnow(), caller.actor if caller else "local"
@@ -318,7 +278,7 @@ def frozen_state(session: Session, coreset: Coreset) -> dict[str, Any] | None:
     unpublished one (its predict reads the data now) and for one published before snapshots existed."""
     if coreset.published_at is None:
         return None
-    state = session.scalar(select(Coreset.fitted_state).where(Coreset.id == coreset.id))
+    state = queries.fitted_state(session, coreset.id)
     frozen = (state or {}).get("frozen")
     return frozen if isinstance(frozen, dict) else None
 
@@ -340,7 +300,7 @@ def delete_coreset(session: Session, coreset: Coreset) -> None:
         raise Conflict(f"coreset {coreset.id} is published: a published version is never deleted (deprecate it)",
                        [{"field": "published_at", "detail": "published versions are frozen"}])
     record(session, "delete", "coreset", coreset.id, name=coreset.name, version=coreset.version)
-    session.execute(delete(CoresetItem).where(CoresetItem.coreset_id == coreset.id))
+    queries.delete_items(session, coreset.id)
     session.delete(coreset)
     session.flush()
 
@@ -361,10 +321,7 @@ def set_visibility(session: Session, coreset: Coreset, visibility: str) -> Cores
 def item_keys(session: Session, coreset: Coreset) -> list[tuple[str, str]]:
     """(benchmark name, item id) of the coreset's items, in rank order."""
     with published_reads(session, coreset):
-        return [(b, i) for b, i in session.execute(
-            select(Benchmark.name, Item.item_id).select_from(CoresetItem).join(Item, Item.pk == CoresetItem.item_pk)
-            .join(Benchmark, Benchmark.id == CoresetItem.benchmark_id)
-            .where(CoresetItem.coreset_id == coreset.id).order_by(CoresetItem.rank)).all()]
+        return queries.ranked_item_keys(session, coreset.id)
 
 
 def diff(session: Session, coreset: Coreset, against: Coreset) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from evalplan.auth.names import check_new_names
 from evalplan.auth.teams import team_name
 from evalplan.benchmarks.service import get_benchmark, get_benchmarks
 from evalplan.coresets import curation
+from evalplan.coresets.curation_repository import write_first_on_sqlite
 from evalplan.coresets.families.base import CoresetRequest
 from evalplan.coresets.registry import family_of
 from evalplan.coresets.repository import benchmark_names, coreset_rows, store_pending
@@ -30,7 +31,7 @@ def create_coreset(session: Session, request: CoresetRequest, default_embedding_
     """Validate everything, store a pending coreset and its job (dispatch after commit)."""
     if request.name:
         check_new_names(session, [request.name], "coreset", "name", slash=False)
-        curation.write_first_on_sqlite(session)  # one series' creates serialize (evalplan.coresets.curation)
+        write_first_on_sqlite(session)  # one series' creates serialize (evalplan.coresets.curation)
     family = family_of(request.method)
     params = family.check_params(request.method, dict(request.params or {}), request.seed)
     benchmarks = get_benchmarks(session, request.benchmarks)
