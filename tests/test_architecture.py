@@ -27,7 +27,13 @@ LAYERS = [
 RANK = {domain: rank for rank, layer in enumerate(LAYERS) for domain in layer}
 #: the only modules that import ``evalplan`` modules inside functions, and why
 LAZY = {
-    "cli.py": "a subcommand loads only what it runs (no web app, database or numpy for the client commands)",
+    # the evalplan command: a subcommand loads only what it runs, `evalplan --help` none of these
+    "cli/admin.py": "the auth services and the database (SQLAlchemy) only for `evalplan admin`",
+    "cli/backtest.py": "the CSV parser (the web app's schemas) and scikit-learn's backtests only for `evalplan backtest`",
+    "cli/db.py": "Alembic only for `evalplan db upgrade`",
+    "cli/plan.py": "the CSV parser (the web app's schemas) and scikit-learn's planner only for `evalplan plan`",
+    "cli/serve.py": "Alembic (and uvicorn) only for `evalplan serve`",
+    "cli/worker.py": "Celery's app only for `evalplan worker`",
     "coresets/families/hidden_state.py": "torch, only in the RepCore alignment job ([worker] extra)",
     "workers/dispatch.py": "celery's app only when EVALPLAN_REDIS_URL is set",
 }

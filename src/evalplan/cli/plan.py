@@ -1,0 +1,77 @@
+"""``evalplan plan``: the budget planner on wide score CSVs, offline (no server, no database): per benchmark, the
+smallest coreset that reaches +-half-width in backtests on the models, and the suite's total.
+
+Imported inside the command (kept out of ``evalplan --help``): the CSV parser and ``json_safe``
+(``evalplan.benchmarks.score_formats``, ``evalplan.kit.validation``: they load the web app's schemas) and the
+planner (``evalplan.core.planner``: scikit-learn)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from evalplan.core.score_scale import ScoreScale
+from evalplan.kit.errors import InvalidInput
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pl = sub.add_parser("plan", help="budget planner on wide score CSVs (offline): the smallest coreset per "
+                                     "benchmark that reaches +-half-width in backtests on the models")
+    pl.add_argument("--scores", required=True, nargs="+", help="wide CSV(s), one benchmark each")
+    pl.add_argument("--half-width", type=float, required=True, help="requested half-width in score units (0.02)")
+    pl.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
+    pl.add_argument("--methods", default=None,
+                    help="comma-separated candidates, 'method' or 'method:predictor' (default random:mean, "
+                         "anchor_points:weighted_mean, mrmr:kernel_ridge)")
+    pl.add_argument("--budgets", default=None, help="comma-separated fractions to try (default 1%%..75%%)")
+    pl.add_argument("--seeds", type=int, default=3, help="backtest repetitions per (method, budget)")
+    pl.add_argument("--max-seconds", type=float, default=None, help="time cap per benchmark")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON (the job result's layout)")
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from evalplan.benchmarks.score_formats import parse_wide_csv
+    from evalplan.core.planner import (
+        DEFAULT_CANDIDATES,
+        DEFAULT_FRACTIONS,
+        parse_candidate,
+        plan_benchmark,
+        plan_suite,
+    )
+    from evalplan.kit.validation import json_safe
+
+    try:
+        candidates = ([parse_candidate(m) for m in args.methods.split(",") if m.strip()] if args.methods
+                      else list(DEFAULT_CANDIDATES))
+        fractions = ([float(b) for b in args.budgets.split(",") if b.strip()] if args.budgets
+                     else list(DEFAULT_FRACTIONS))
+        plans = {}
+        for path in args.scores:
+            with open(path, "rb") as fh:
+                upload = parse_wide_csv(fh.read(), ScoreScale(kind="continuous", minimum=None, maximum=None))
+            values = np.asarray(upload.values, dtype=float)
+            finite = values[np.isfinite(values)]
+            in_unit = finite.size > 0 and finite.min() >= 0 and finite.max() <= 1
+            plans[path] = json_safe(plan_benchmark(
+                values, args.half_width, args.level, candidates, fractions, args.seeds,
+                score_range=(0.0, 1.0) if in_unit else (None, None), max_seconds=args.max_seconds))
+    except (OSError, InvalidInput, ValueError) as exc:
+        print(f"evalplan plan: {exc}", file=sys.stderr)
+        return 2
+    suite = plan_suite(plans)
+    if args.json:
+        print(json.dumps({"half_width": args.half_width, "level": args.level, "benchmarks": plans,
+                          "suite": json_safe(suite)}, indent=2))
+        return 0
+    print(f"+-{args.half_width:g} at {args.level:g}: the smallest budget reached in backtests on the models\n")
+    print("| benchmark | method | budget | of items | expected RMSE | interval width | stopped |")
+    print("|---|---|---|---|---|---|---|")
+    for path, p in plans.items():
+        print(f"| {path} | {p['label']} | {p['budget']} | {p['n_items']} | {p['expected_rmse']:.4f} | "
+              f"{p['interval_width']:.4f} | {p['stopped']} |")
+    print(f"\nsuite: {suite['total_items']} of {suite['n_items']} items ({suite['fraction']:.1%}); "
+          + ", ".join(f"{k}: {v}" for k, v in suite["split"].items()))
+    return 0
