@@ -1,25 +1,29 @@
-"""Store a parsed harness import (inspect_ai, HELM, lighteval) all-or-nothing, inline or as a job."""
+"""The one import pipeline (issue 36 item 1): every harness's parser (lm-eval, inspect_ai, HELM, lighteval) emits
+a :class:`~evalplan.integrations.harness_records.ParsedImport`, checked by :func:`check_parsed` and stored by
+:func:`store` all-or-nothing, inline or as a job.
+
+lm-eval differs only around it: one ``ParsedImport`` per file (task), all stored in one transaction, its answer
+the per-task ``ImportSummary`` (:func:`store_lm_eval`), its jobs of kind ``lm_eval_import``.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evalplan.auth.names import check_new_names
-from evalplan.auth.scoping import owned_by_caller
 from evalplan.benchmarks.items import ItemRecord, ensure_items, upsert_items
 from evalplan.benchmarks.responses import replace_responses
 from evalplan.benchmarks.score_matrix import write_scores
 from evalplan.benchmarks.scores import check_metric
-from evalplan.benchmarks.service import create_benchmark, scale_of
+from evalplan.benchmarks.service import get_or_create_benchmark, scale_of
 from evalplan.db.models import Benchmark, Job
 from evalplan.imports.common import adopt_metric, cells_of, check_related_items
+from evalplan.integrations import lm_eval
 from evalplan.integrations.harness_records import ParsedImport
 from evalplan.integrations.helm import parse_helm
 from evalplan.integrations.inspect_logs import parse_inspect_logs
@@ -31,6 +35,8 @@ from evalplan.kit.upload_bounds import check_upload
 from evalplan.models.service import ensure_models
 
 KIND = "harness_import"
+LM_EVAL_KIND = "lm_eval_import"
+"""The kind of an lm-eval import's job (``GET /v1/jobs/{id}`` shows it): the same pipeline, lm-eval's payload."""
 
 Parser = Callable[[list[tuple[str, bytes]], dict[str, Any]], ParsedImport]
 
@@ -59,7 +65,11 @@ def parse(harness: str, files: list[tuple[str, bytes]], options: dict[str, Any],
           max_decompressed_bytes: int | None = None) -> ParsedImport:
     if max_decompressed_bytes is not None:
         check_archives(files, max_decompressed_bytes)
-    parsed = parsers()[harness](files, options)
+    return check_parsed(parsers()[harness](files, options))
+
+
+def check_parsed(parsed: ParsedImport) -> ParsedImport:
+    """422 for an invalid metric or model name, or for an import without a single score."""
     check_metric(parsed.metric)
     for name in parsed.scores:
         if not re.fullmatch(MODEL_NAME_PATTERN, name):
@@ -72,14 +82,18 @@ def parse(harness: str, files: list[tuple[str, bytes]], options: dict[str, Any],
     return parsed
 
 
+def parse_lm_eval(files: Iterable[tuple[str, Iterable[bytes | str]]], options: dict[str, Any]) -> list[ParsedImport]:
+    """Every lm-eval samples file (``options``: ``model``, ``metric``, ``filter``) parsed and checked before
+    anything is stored, each file checked before the next is read."""
+    return [check_parsed(parsed) for parsed in lm_eval.parse_logs(files, model=options["model"],
+                                                                    metric=options.get("metric"),
+                                                                    filter=options.get("filter"))]
+
+
 def _benchmark_for(session: Session, parsed: ParsedImport) -> tuple[Benchmark, bool]:
-    # the caller's own benchmark of that name only: another team's public one is never written to
-    # (own first, as everywhere; its name stays free for the caller's own)
-    benchmark = session.scalars(select(Benchmark).where(Benchmark.name == parsed.benchmark,
-                                                        owned_by_caller(session, Benchmark)).with_for_update()).first()
-    if benchmark is not None:
-        return benchmark, False
-    check_new_names(session, [parsed.benchmark], "benchmark", "benchmark")
+    """The caller's own benchmark of that name, locked, else a new one (``get_or_create_benchmark``: the names
+    check, and safe when two imports create it at once): another team's public one is never written to (own
+    first, as everywhere; its name stays free for the caller's own)."""
     values = [v for row in parsed.scores.values() for v in row.values()]
     if all(v in (0.0, 1.0) for v in values):
         kind, lo, hi = "binary", 0.0, 1.0
@@ -87,9 +101,9 @@ def _benchmark_for(session: Session, parsed: ParsedImport) -> tuple[Benchmark, b
         kind, lo, hi = "continuous", 0.0, 1.0
     else:
         kind, lo, hi = "continuous", None, None
-    benchmark = create_benchmark(session, name=parsed.benchmark, description=f"Imported from {parsed.harness} logs",
-                                 score_kind=kind, score_min=lo, score_max=hi, default_metric=parsed.metric)
-    return benchmark, True
+    return get_or_create_benchmark(session, name=parsed.benchmark,
+                                   description=parsed.description or f"Imported from {parsed.harness} logs",
+                                   score_kind=kind, score_min=lo, score_max=hi, default_metric=parsed.metric)
 
 
 def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool = False) -> dict[str, Any]:
@@ -105,10 +119,12 @@ def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool =
         for item, value in row.items():
             reason = scale.problem(value)
             if reason:
-                errors.add(reason, model=model, item=item, metric=parsed.metric)
-    errors.raise_if_any(f"scores do not fit benchmark {benchmark.name!r}")
+                errors.add(reason, **parsed.location(model, item))
+    source = f" of {parsed.source}" if parsed.source else ""
+    errors.raise_if_any(f"scores{source} do not fit benchmark {benchmark.name!r}")
     item_ids = parsed.item_ids()
-    records = [ItemRecord(i, parsed.items[i].prompt, parsed.items[i].target, parsed.items[i].fields)
+    records = [ItemRecord(i, parsed.items[i].prompt, parsed.items[i].target, parsed.items[i].fields,
+                          source_index=parsed.items[i].source_index)
                for i in item_ids if i in parsed.items]
     counts = upsert_items(session, benchmark, records) if records else {"created": 0, "updated": 0}
     pk_of = ensure_items(session, benchmark, item_ids)
@@ -139,6 +155,32 @@ def store(session: Session, parsed: ParsedImport, *, allow_foreign_items: bool =
     }
 
 
+def store_lm_eval(session: Session, model: str, parsed: list[ParsedImport], *,
+                  allow_foreign_items: bool = False) -> dict[str, Any]:
+    """:func:`store` each task of an lm-eval import in the caller's transaction; the answer per task and in
+    total (``evalplan.imports.schemas.ImportSummary``)."""
+    model_id = ensure_models(session, [model])[model]
+    tasks = []
+    for one in parsed:
+        stored = store(session, one, allow_foreign_items=allow_foreign_items)
+        tasks.append({
+            "task": one.benchmark, "benchmark": stored["benchmark"], "benchmark_id": stored["benchmark_id"],
+            "benchmark_created": stored["benchmark_created"], "metric": one.metric, "filter": one.filter,
+            "n_items": stored["n_items"], "items_created": stored["items_created"],
+            "items_updated": stored["items_updated"], "n_scores": stored["n_scores"],
+            "scores_replaced": stored["scores_replaced"], "default_metric": stored["default_metric"],
+            "mean_score": stored["mean_score"], "n_responses": stored["n_responses"], "notes": stored["notes"],
+        })
+    return {"model": model, "model_id": model_id, "benchmarks": tasks,
+            "n_scores": sum(t["n_scores"] for t in tasks), "n_responses": sum(t["n_responses"] for t in tasks),
+            "items_created": sum(t["items_created"] for t in tasks),
+            "scores_replaced": sum(t["scores_replaced"] for t in tasks)}
+
+
 def start_job(session: Session, harness: str, options: dict[str, Any], inputs: list[tuple[str, bytes]]) -> Job:
-    """Queue a large import (the files are stored with the job); dispatch after commit."""
+    """Queue a large import (the files are stored with the job); dispatch after commit. lm-eval's job is of kind
+    ``lm_eval_import`` with its options as the payload (``model``, ``metric``, ``filter``,
+    ``allow_foreign_items``), the others' ``harness_import`` with ``{harness, options}``."""
+    if harness == "lm-eval":
+        return create_job(session, LM_EVAL_KIND, options, inputs=inputs)
     return create_job(session, KIND, {"harness": harness, "options": options}, inputs=inputs)

@@ -13,7 +13,6 @@ from pydantic import BaseModel
 from evalplan.auth.deps import DbSession
 from evalplan.db.models import Job
 from evalplan.imports import harness
-from evalplan.imports import service as import_service
 from evalplan.imports.schemas import HarnessImportSummary, ImportSummary
 from evalplan.integrations.lm_eval import task_from_filename
 from evalplan.kit.deps import AppSettings, JobQueue, accepted
@@ -45,18 +44,19 @@ async def import_lm_eval(
     for f in files:
         task_from_filename(f.filename or "")  # fail fast on a bad name, before any work
 
+    options: dict[str, Any] = {"model": model, "metric": metric, "filter": filter,
+                               "allow_foreign_items": allow_foreign_items}
+
     def work() -> dict[str, Any]:
         for f in files:
             f.file.seek(0)
-        logs = import_service.parse_logs(((f.filename or "", f.file) for f in files), metric, filter)
-        result = import_service.store_logs(session, model, logs, allow_foreign_items=allow_foreign_items)
+        parsed = harness.parse_lm_eval(((f.filename or "", f.file) for f in files), options)
+        result = harness.store_lm_eval(session, model, parsed, allow_foreign_items=allow_foreign_items)
         session.commit()
         return result
 
-    return await _inline_or_job(
-        ImportSummary, session, settings, jobs, files,
-        lambda inputs: import_service.start_import_job(session, model, metric, filter, inputs,
-                                                       allow_foreign_items=allow_foreign_items), work)
+    return await _inline_or_job(ImportSummary, session, settings, jobs, files,
+                                lambda inputs: harness.start_job(session, "lm-eval", options, inputs), work)
 
 
 def _read_all(files: list[UploadFile]) -> list[tuple[str, bytes]]:

@@ -1,25 +1,28 @@
-"""The ``lm_eval_import`` job: a large lm-eval import, parsed and stored in a worker."""
+"""The import jobs: a large import, parsed and stored in a worker by the one pipeline (``evalplan.imports.harness``).
+
+``lm_eval_import`` (an lm-eval import: the kind its callers see) and ``harness_import`` (inspect_ai, HELM,
+lighteval) differ only in their payload and answer.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from evalplan.imports import harness
-from evalplan.imports.service import KIND, parse_logs, store_logs
 from evalplan.kit.db import begin_write
 from evalplan.kit.jobs import JobContext, register
 from evalplan.kit.settings import get_settings
 
 
-@register(KIND, queue="cpu")
+@register(harness.LM_EVAL_KIND, queue="cpu")
 def run_lm_eval_import(ctx: JobContext) -> dict[str, Any]:
-    files = ctx.inputs()
-    logs = parse_logs(((name, content.splitlines()) for name, content in files),
-                      ctx.payload.get("metric"), ctx.payload.get("filter"))
+    """A large lm-eval import: parse every samples file, then store all of its tasks in one transaction."""
+    options = ctx.payload
+    parsed = harness.parse_lm_eval(((name, content.splitlines()) for name, content in ctx.inputs()), options)
     ctx.progress(0.5)
     with ctx.session_factory() as session:
-        result = store_logs(begin_write(session), ctx.payload["model"], logs,
-                            allow_foreign_items=bool(ctx.payload.get("allow_foreign_items")))
+        result = harness.store_lm_eval(begin_write(session), options["model"], parsed,
+                                       allow_foreign_items=bool(options.get("allow_foreign_items")))
         session.commit()
     return result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +28,13 @@ MAX_EXTRA_CHARS = 20_000
 
 @dataclass
 class ParsedItem:
-    """One item's text, as the harness logged it."""
+    """One item's text, as the harness logged it; ``source_index`` its row in the task's dataset where the log
+    says (lm-eval's ``doc_id``)."""
 
     prompt: str
     target: str | None
     fields: dict[str, Any] | None = None
+    source_index: int | None = None
 
 
 @dataclass
@@ -104,6 +107,11 @@ class ParsedImport:
     ``scores[model][item]`` is the (averaged) score; ``items`` holds the text of every scored item
     the log carried text for; ``repeats`` is the most values averaged into one score (epochs, trials);
     ``responses[model][item]`` what the model answered on a scored item, where the log says.
+
+    ``description`` is the new benchmark's description (default "Imported from <harness> logs"); ``source``,
+    the one file the records come from (lm-eval: a file per task), is named in the message of an error about
+    the scores, and ``locate(model, item)`` gives such an error's location fields (default ``model``, ``item``,
+    ``metric``); ``filter`` is lm-eval's filter (the post-processing the scores are of), None elsewhere.
     """
 
     harness: str
@@ -116,6 +124,16 @@ class ParsedImport:
     repeats: int = 1
     item_order: list[str] = field(default_factory=list)
     responses: dict[str, dict[str, ParsedResponse]] = field(default_factory=dict)
+    description: str | None = None
+    source: str | None = None
+    locate: Callable[[str, str], dict[str, Any]] | None = None
+    filter: str | None = None
+
+    def location(self, model: str, item: str) -> dict[str, Any]:
+        """Where an error about ``scores[model][item]`` points."""
+        if self.locate is not None:
+            return self.locate(model, item)
+        return {"model": model, "item": item, "metric": self.metric}
 
     def item_ids(self) -> list[str]:
         """Every scored item id, in the log's order."""

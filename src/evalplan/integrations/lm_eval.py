@@ -1,7 +1,9 @@
 """Parse lm-evaluation-harness ``--log_samples`` files (``samples_<task>_<date>.jsonl``).
 
 Pure: no database, no web. :func:`parse_samples` streams the lines once and keeps only
-the items of the selected filter, so memory grows with the parsed items, not the file.
+the items of the selected filter, so memory grows with the parsed items, not the file;
+:func:`parse_logs` hands each file on as the :class:`~evalplan.integrations.harness_records.ParsedImport`
+every harness import stores (``evalplan.imports.harness``).
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalplan.integrations.harness_records import ParsedResponse, response_of
+from evalplan.integrations.harness_records import ParsedImport, ParsedItem, ParsedResponse, response_of
 from evalplan.kit import input_guard, upload_bounds
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 
@@ -26,6 +28,9 @@ PROMPT_DOC_KEYS = ("prompt", "question", "query", "problem", "input", "text", "i
 """Doc fields tried, in order, for the prompt when ``arguments`` is absent or unusable."""
 
 DEFAULT_FILTER = "none"
+
+HARNESS = "lm_eval"
+"""The harness name of an lm-eval import: the ``source`` of its stored responses."""
 
 MAX_TASK_NAME = 200
 """Longest task name: it becomes a benchmark name (``benchmarks.name`` is VARCHAR(200))."""
@@ -404,3 +409,38 @@ def parse_samples(
         items=items,
         all_binary=all(item.score in (0.0, 1.0) for item in items),
     )
+
+
+def as_parsed_import(log: LmEvalTaskLog, model: str) -> ParsedImport:
+    """``log`` as the record every harness import stores: benchmark = task, item id = ``str(doc_id)`` (its
+    ``source_index`` the ``doc_id``), one model's scores; errors about a score name the file, ``doc_id`` and
+    metric column."""
+    items = {str(item.doc_id): ParsedItem(item.prompt, item.target, item.fields, source_index=item.doc_id)
+             for item in log.items}
+    return ParsedImport(
+        harness=HARNESS, benchmark=log.task, metric=log.metric,
+        scores={model: {str(item.doc_id): item.score for item in log.items}}, items=items,
+        item_order=list(items),
+        responses={model: {str(item.doc_id): item.response for item in log.items if item.response}},
+        description=f"Imported from lm-evaluation-harness log {log.filename}", source=log.filename,
+        locate=lambda _model, item: {"file": log.filename, "doc_id": int(item), "column": log.metric},
+        filter=log.filter,
+    )
+
+
+def parse_logs(files: Iterable[tuple[str, Iterable[bytes | str]]], *, model: str, metric: str | None,
+               filter: str | None) -> Iterator[ParsedImport]:  # noqa: A002 - mirrors the harness field name
+    """Each file (``(name, lines)``, one task per file) parsed by :func:`parse_samples` and converted by
+    :func:`as_parsed_import`, one at a time (a caller checks each before the next is read); 422 when a task
+    appears in two files or there are no files."""
+    seen: dict[str, str] = {}
+    for filename, lines in files:
+        log = parse_samples(filename, lines, metric=metric, filter=filter)
+        if log.task in seen:
+            raise InvalidInput(f"task {log.task!r} appears in two files",
+                               [{"file": filename, "detail": f"also in {seen[log.task]}"}])
+        seen[log.task] = filename
+        yield as_parsed_import(log, model)
+    if not seen:
+        raise InvalidInput("no files to import", [{"field": "files",
+                                                   "detail": "at least one samples_<task>_<date>.jsonl"}])
