@@ -176,7 +176,7 @@ def reference_model_ids(session: Session, references: list[str] | str) -> list[s
     return list(session.scalars(stmt))
 
 
-def coreset_item_scores(session: Session, coreset_id: str, model_ids: list[str]) -> list[Row[Any]]:
+def coreset_item_scores(session: Session, coreset_id: str, model_ids: list[str]) -> list[Row[str, str, float]]:
     """``(model_id, benchmark_id, value)`` of the models' scores (their benchmark's default metric) on the
     coreset's items."""
     return list(session.execute(
@@ -192,7 +192,7 @@ def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
     return session.get_one(Benchmark, benchmark_id)
 
 
-def model_scores_on(session: Session, benchmark: Benchmark, model_ids: list[str]) -> list[Row[Any]]:
+def model_scores_on(session: Session, benchmark: Benchmark, model_ids: list[str]) -> list[Row[str, int, float]]:
     """``(model_id, item_pk, value)`` of the models' scores (the benchmark's default metric) on its items."""
     return list(session.execute(
         select(Score.model_id, Score.item_pk, Score.value)

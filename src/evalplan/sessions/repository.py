@@ -23,7 +23,8 @@ def observed_scores(session: Session, session_id: str) -> dict[int, tuple[int, f
     return {int(pk): (int(seq), float(score)) for pk, seq, score in rows}
 
 
-def single_target_estimates(session: Session, benchmark_id: str) -> list[Row[Any]]:
+def single_target_estimates(session: Session, benchmark_id: str) -> list[
+        Row[str | None, float | None, dict[str, Any], float | None, float | None, int, str, str]]:
     """The readable single-target sessions on the benchmark, newest first: ``(target, estimate, config, ci_lo,
     ci_hi, n_observed, id, status)``."""
     stmt = (select(EvalSession.target, EvalSession.estimate, EvalSession.config, EvalSession.ci_lo,
@@ -53,13 +54,14 @@ def session_by_id(session: Session, session_id: str) -> EvalSession | None:
     return session.get(EvalSession, session_id)
 
 
-def item_scores(session: Session, session_id: str) -> list[Row[Any]]:
+def item_scores(session: Session, session_id: str) -> list[Row[int, float]]:
     """``(item_pk, score)`` of every observation of the session."""
     return list(session.execute(select(SessionObservation.item_pk, SessionObservation.score)
                                 .where(SessionObservation.session_id == session_id)).all())
 
 
-def observations_on(session: Session, benchmark_id: str) -> list[Row[Any]]:
+def observations_on(session: Session, benchmark_id: str
+                    ) -> list[Row[str | None, list[str] | None, int, int, float]]:
     """``(target, targets, target_index, item_pk, score)`` of every observation of the readable sessions on the
     benchmark."""
     return list(session.execute(
