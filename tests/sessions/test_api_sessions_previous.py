@@ -112,3 +112,25 @@ def test_bad_previous_is_422_naming_the_field(client: TestClient) -> None:
         assert field in [e.get("field") for e in r.json()["errors"]], (extra, r.json())
     with client.app.state.session_factory() as s:
         assert s.scalar(select(func.count()).select_from(EvalSession)) == 0
+
+
+def test_the_default_working_model_uses_previous_over_http(client: TestClient) -> None:
+    """The default (``active_design``) reads the checkpoint back from its stored prior (issue 33 item 2): its
+    flip model is fitted on every observed item, and the stored session shows the same."""
+    data = make()
+    upload(client, data)
+    items = data["items"]
+    r = client.post("/v1/sessions", json={"benchmark": "run", "target": "ckpt-3", "previous": ["ckpt-1"],
+                                          "reference_models": [f"ref-{i}" for i in range(N_REFS)]})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["method"] == "active_design"
+    assert body["design"]["previous_model"]["items_with_previous"] == N_ITEMS
+    for _ in range(12):
+        item = body["next_items"][0]
+        body = client.post(f"/v1/sessions/{body['id']}/observations",
+                           json={"item": item, "score": data["final"][items.index(item)]}).json()
+    assert body["design"]["previous_model"]["n_fit"] == 12
+    again = client.get(f"/v1/sessions/{body['id']}").json()
+    assert again["design"]["previous_model"] == body["design"]["previous_model"]
+    assert again["ci"] == body["ci"]

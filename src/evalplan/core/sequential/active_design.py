@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from .base import ItemEstimator, one_blas_thread, paper_converged, z_of
+from .checkpoints import PreviousModel, previous_by_bucket, with_previous
 from .config import REFGP_VARIANTS, SessionConfig
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
@@ -94,6 +95,8 @@ class _Draw:
     pred_var: float  # the model's expected variance of the term (N^2 units)
     active: float  # the item's share of the spread, sigma_i / sum_R sigma (what q mixes with 1/|R|)
     n_remaining: int  # |R|
+    gp: float = math.nan  # the reference model's prediction of the item when it was drawn (the previous model's input)
+    own: float = math.nan  # the checkpoint model's prediction of the item when it was drawn (its blend weight's input)
     score: float | None = None
 
 
@@ -214,7 +217,7 @@ class ActiveDesignEstimator(ItemEstimator):
     def __init__(self, prior: BucketPrior, config: SessionConfig, *, score_range: tuple[float, float] | None = None,
                  uniform_share: float = UNIFORM_SHARE, extrapolation_share: float = EXTRAPOLATION_SHARE,
                  interval_kind: str | None = None, point: str = "model", working_model: str = WORKING_MODEL,
-                 adaptive_share: bool = True, equal_weights: bool = True) -> None:
+                 adaptive_share: bool = True, equal_weights: bool = True, use_previous: bool = True) -> None:
         super().__init__(prior, config)
         kind = interval_kind or getattr(config, "interval_kind", None) or INTERVAL_KIND
         if kind not in INTERVAL_KINDS:
@@ -255,6 +258,17 @@ class ActiveDesignEstimator(ItemEstimator):
         self._pending: dict[int, int] = {}  # item -> index in _draws, drawn and not yet observed
         self._next_final = 0  # first draw whose term is not yet in the confidence sequence
         self._score_of: dict[int, float] = {}
+        # earlier checkpoints (``previous``): their observed scores join the working model (checkpoints.PreviousModel)
+        found = (previous_by_bucket(V, prior.bucket_sizes, config.previous, (self.lo, self.hi), self.binary)
+                 if use_previous and self.bounded else None)
+        usable = found is not None and bool(found[1].any())
+        self._prev_value: np.ndarray | None = found[0] if found is not None and usable else None
+        self._prev_has: np.ndarray | None = found[1] if found is not None and usable else None
+        self._prev_u: np.ndarray | None = found[2] if found is not None and usable else None
+        self.previous_model = (PreviousModel(self.binary, (self.lo, self.hi)) if self._prev_value is not None
+                               else None)
+        # (n, mu, sigma, the reference model's and the checkpoint model's predictions) of _predictions
+        self._cached: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.extrapolation = False
         self.last_probability: float | None = None
         self.model_estimate = self.model.estimate
@@ -271,7 +285,16 @@ class ActiveDesignEstimator(ItemEstimator):
                 "uniform_share": self.uniform_share,
                 "extrapolation": self.extrapolation, "n_design_terms": self.cs.t,
                 "model_estimate": self.model_estimate, "design_estimate": self.design_estimate,
-                "point": self.point, "working_model": self.working_model}
+                "point": self.point, "working_model": self.working_model,
+                **({} if self.previous_model is None else {"previous_model": self.previous_state()})}
+
+    def previous_state(self) -> dict[str, Any]:
+        """What the working model takes from ``previous``: items with a checkpoint score, the fit's rows and
+        coefficients (intercept, previous score, reference model)."""
+        pm, has = self.previous_model, self._prev_has
+        assert pm is not None and has is not None
+        return {"items_with_previous": int(self.prior.bucket_sizes[has].sum()), "n_fit": pm.n,
+                "coefficients": [float(x) for x in pm.coef], "blend": pm.blend}
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         lo, hi = self._logical()
@@ -304,7 +327,40 @@ class ActiveDesignEstimator(ItemEstimator):
 
     # ------------------------------------------------------------------ the design
     def _predictions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per bucket: the model's prediction (in the score range) and predicted residual spread."""
+        """Per bucket: the working model's prediction (in the score range) and predicted residual spread."""
+        n = self.n_observed
+        if self._cached is None or self._cached[0] != n:
+            self._cached = (n, *self._compute_predictions())
+        return self._cached[1], self._cached[2]
+
+    def _compute_predictions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(prediction, residual spread, the reference model's and the checkpoint model's predictions) per
+        bucket. With ``previous``, items with a checkpoint score get the previous model's prediction
+        (``checkpoints.PreviousModel``) and its spread: binary ``sqrt(p (1 - p) + d)`` (``p`` the predicted
+        probability: large where a flip is likely; ``d`` the reference model's posterior variance of the item, as
+        without previous), bounded ``sqrt(min(s2, (mu - lo)(hi - mu)) + d)``, ``s2`` its residual variance."""
+        mu, sig = self._reference_predictions()
+        gp = mu.copy()
+        own = np.full_like(mu, math.nan)
+        pm, has, c, u = self.previous_model, self._prev_has, self._prev_value, self._prev_u
+        if pm is not None and has is not None and c is not None and u is not None:
+            own[has] = pm.predict_own(c[has], u[has], gp[has])
+            p = pm.predict(c[has], u[has], gp[has])
+            mu[has] = p
+            d = np.maximum(self.model._d[has], 0.0)  # the reference model's own uncertainty, as without previous
+            if self.binary:
+                pc = np.clip(p, BINARY_CLIP, 1.0 - BINARY_CLIP)
+                var = pc * (1.0 - pc) + d
+            else:
+                span = (self.hi - self.lo) * BINARY_CLIP
+                pc = np.clip(p, self.lo + span, self.hi - span)
+                s2 = pm.residual_variance if pm.residual_variance is not None else float(np.mean(self.model._nu))
+                var = np.minimum(s2, (pc - self.lo) * (self.hi - pc)) + d
+            sig[has] = np.sqrt(np.maximum(var, 1e-12))
+        return mu, sig, gp, own
+
+    def _reference_predictions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bucket: the reference model's prediction (in the score range) and predicted residual spread."""
         m = self.model
         mu = m.predicted_means()
         d = np.maximum(m._d, 0.0)
@@ -326,6 +382,8 @@ class ActiveDesignEstimator(ItemEstimator):
         m = self.model
         p = self.prior
         mu, sig = self._predictions()
+        assert self._cached is not None
+        gp, own = self._cached[3], self._cached[4]
         w = m._w.copy()
         known = self._sum_s
         rng = np.random.default_rng([self.config.seed, self.n_observed, len(self._draws), 11])
@@ -356,7 +414,7 @@ class ActiveDesignEstimator(ItemEstimator):
             self._pending[item] = len(self._draws)
             self._draws.append(_Draw(item, float(q[b]), float(mu[b]), pred_sum, known, list(mates), low, high,
                                      max(pred_var, 1e-12), float(sig[b] / tot) if tot > 0 else 1.0 / n_r,
-                                     int(n_r)))
+                                     int(n_r), float(gp[b]), float(own[b])))
             mates.append(item)
             w[b] -= 1.0
 
@@ -379,8 +437,26 @@ class ActiveDesignEstimator(ItemEstimator):
             self._draws[index].score = score
             self.last_probability = self._draws[index].q
         self._score_of[item] = score
+        drawn = self._draws[index] if index is not None else None
+        self._add_previous(item, score, drawn)
         self.model.observe(item, score)
         self._finalize()
+
+    def _add_previous(self, item: int, score: float, drawn: _Draw | None) -> None:
+        """The previous model learns the item (before the reference model sees it: its inputs are the
+        predictions made without the item, as for the items it will predict), weighted by 1 / q."""
+        pm, has, c, u = self.previous_model, self._prev_has, self._prev_value, self._prev_u
+        if pm is None or has is None or c is None or u is None:
+            return
+        b = int(self.prior.bucket_of_item[item])
+        if not has[b]:
+            return
+        if drawn is not None and math.isfinite(drawn.gp):
+            pm.add(float(c[b]), float(u[b]), drawn.gp, score, 1.0 / drawn.q, drawn.own)
+        else:  # an item the caller chose: the predictions now, the weight of a uniform draw
+            pm.add(float(c[b]), float(u[b]), float(self._reference_predictions()[0][b]), score,
+                   float(self.n_items - self.n_observed))
+        pm.fit(float(np.mean(self.model._nu)))
 
     def _finalize(self) -> None:
         """Add to the confidence sequence, in draw order, every draw whose term is now known."""
@@ -437,6 +513,9 @@ class ActiveDesignEstimator(ItemEstimator):
         if not hasattr(self, "cs"):
             return
         self.model_estimate = float(self.model.estimate)
+        if self.previous_model is not None and self.n_observed < self.n_items:
+            mu, _ = self._predictions()
+            self.model_estimate = float((self._sum_s + self.model._w @ mu) / self.n_items)
         self.design_estimate = self.cs.mean()
         lo, hi = self.interval(self.level)
         raw = self.model_estimate
@@ -480,16 +559,24 @@ class ActiveDesignEstimator(ItemEstimator):
 def run_active_design(reference: np.ndarray, target: np.ndarray, *, budget: int | None = None,
                       half_width: float | None = None, level: float = 0.95, seed: int = 0,
                       score_range: tuple[float, float] = (0.0, 1.0), min_items: int = 10,
-                      **params: Any) -> list[dict[str, Any]]:
+                      previous: list[np.ndarray] | None = None, **params: Any) -> list[dict[str, Any]]:
     """The core entry point (benches, FAQ side by side): replay ``target`` (N scores) as an
     ``active_design`` session over ``reference`` (M x N, no NaN) until ``budget`` items or until the
     ``level`` interval's half-width is <= ``half_width``. Returns the trajectory: per observation
     ``{n, item, score, probability, estimate, design_estimate, model_estimate, ci, variance}``
     (``probability`` the recorded inclusion probability of that draw). ``params``: the estimator's
-    (``uniform_share``, ``extrapolation_share``, ``interval_kind``, ``point``)."""
-    prior = BucketPrior.from_reference_scores(np.asarray(reference, dtype=np.float64))
+    (``uniform_share``, ``extrapolation_share``, ``interval_kind``, ``point``, ``use_previous``). ``previous``:
+    earlier checkpoints' scores (oldest first, NaN = not scored), joined to the prior and the working model as
+    ``POST /v1/sessions`` does (``checkpoints.with_previous``)."""
+    reference = np.asarray(reference, dtype=np.float64)
+    stored = None
+    if previous:
+        reference, weights = with_previous(reference, list(previous), score_range)
+        stored = [{"model": f"previous {k}", "n_scores": int(np.sum(~np.isnan(np.asarray(p, dtype=np.float64)))),
+                   "weight": int(m)} for k, (p, m) in enumerate(zip(previous, weights))]
+    prior = BucketPrior.from_reference_scores(reference)
     config = SessionConfig(method="active_design", seed=seed, level=level,
-                           stop=StopRule(0.0, level=level).as_dict())
+                           stop=StopRule(0.0, level=level).as_dict(), previous=stored)
     est = ActiveDesignEstimator(prior, config, score_range=score_range, **params)
     y = np.asarray(target, dtype=np.float64)
     cap = est.n_items if budget is None else min(int(budget), est.n_items)
