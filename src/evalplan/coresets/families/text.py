@@ -43,6 +43,7 @@ from evalplan.coresets.repository import (
     model_names_scored_on,
     reference_model_ids,
     save_selection,
+    scored_model_names,
     text_item_counts,
 )
 from evalplan.db.models import Benchmark, Coreset
@@ -165,7 +166,7 @@ def check_hybrid_references(session: Session, method: str, benchmarks: list[Benc
             [{"field": "reference_models", "detail": f"at least {MIN_HYBRID_REFERENCES} models"}])
     errors = ErrorCollector()
     for b in benchmarks:
-        having = model_names_scored_on(session, [b.id])
+        having = scored_model_names(session, b.id)
         found = len(having) if references == "all" else len(having & set(references))
         if found < MIN_HYBRID_REFERENCES:
             errors.add(f"benchmark {b.name!r} has scores of {found} of the reference models; {method!r} needs at "
