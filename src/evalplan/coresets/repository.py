@@ -152,8 +152,8 @@ def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, tu
 
 def item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, int]:
     """Items per benchmark now."""
-    found = dict(session.execute(select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids))
-                                 .group_by(Item.benchmark_id)).tuples().all())
+    found = {b: n for b, n in session.execute(select(Item.benchmark_id, func.count())
+                                              .where(Item.benchmark_id.in_(benchmark_ids)).group_by(Item.benchmark_id))}
     return {b: int(found.get(b, 0)) for b in benchmark_ids}
 
 
