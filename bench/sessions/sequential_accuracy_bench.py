@@ -136,7 +136,7 @@ def run_one(job: dict) -> dict:
 def live_check(ref, target, eps2=0.02) -> tuple[int, float, int, float]:
     """A live BayesAME run with the default stopping rule vs the replay on an unstopped trajectory."""
     prior = BucketPrior.from_reference_scores(ref)
-    e = SequentialEstimator(prior, SessionConfig(epsilon1=EPS1, epsilon2=eps2, window=WINDOW))
+    e = SequentialEstimator(prior, SessionConfig(method="bayesame", epsilon1=EPS1, epsilon2=eps2, window=WINDOW))
     while not e.stopped:
         for i in e.propose():
             e.observe(i, float(target[i]))

@@ -108,7 +108,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     rows = []
     ref, target = synthetic_binary(a.n_items, a.k_ref)
-    cfg = SessionConfig(epsilon1=0.0, epsilon2=0.0, max_items=a.steps)  # run exactly `steps` steps
+    cfg = SessionConfig(method="bayesame", epsilon1=0.0, epsilon2=0.0, max_items=a.steps)  # run exactly `steps` steps
     rows.append(bench_case(f"synthetic binary, {a.steps} steps", ref, target, a.steps, cfg))
     if MUSR.exists():
         data = np.genfromtxt(MUSR, delimiter=",", skip_header=1)[:, 1:]
@@ -117,7 +117,8 @@ def main(argv=None):
         t = int(rng.integers(len(data)))
         refs = np.delete(data, t, axis=0)
         refs = refs[rng.choice(len(refs), size=min(150, len(refs)), replace=False)]
-        rows.append(bench_case(f"MuSR ({MUSR.parent.name}), default stopping", refs, data[t], data.shape[1], SessionConfig()))
+        rows.append(bench_case(f"MuSR ({MUSR.parent.name}), default stopping", refs, data[t], data.shape[1],
+                               SessionConfig(method="bayesame")))
 
     md = "\n".join([
         BEGIN,
@@ -129,7 +130,7 @@ def main(argv=None):
         "steps containing a refit (every F = 50 observations) are excluded from the step median and listed separately. "
         "Refit = L-BFGS-B on the negative log marginal likelihood of the observed scores + rebuild of the factorisation at n = observed (median of 3). "
         "Peak traced = `tracemalloc` peak of numpy buffers in a second identical run. Synthetic: 2-PL-like binary scores (seeded), the target is not a reference; "
-        "MuSR: one random leaderboard model as target, 150 others as references, default `SessionConfig()`.",
+        "MuSR: one random leaderboard model as target, 150 others as references, default `SessionConfig(method='bayesame')`.",
         "",
         table(rows),
         END,

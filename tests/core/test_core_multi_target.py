@@ -103,6 +103,7 @@ def fixed_hp(T, L, seed=3):
 
 def make_est(ref, T, L=2, hp=None, continuous=True, **cfg):
     cfg.setdefault("refit_every", 0)
+    cfg.setdefault("method", "bayesame")
     est = MultiTargetEstimator(BucketPrior.from_reference_scores(ref), SessionConfig(**cfg), T, n_latent=L,
                                continuous=continuous)
     if hp is not None:
@@ -182,7 +183,7 @@ def test_single_target_equals_sequential_estimator():
     # alpha exp(-beta/K_r d^2); L = 2 with w = (1, 0) switches the Matern-3/2 part off and must agree too.
     ref, truth = make_data(seed=4, N=40, T=1)
     hp = {"alpha": 0.7, "beta": 2.0, "sigma2": 0.01}
-    cfg = SessionConfig(hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0)
+    cfg = SessionConfig(method="bayesame", hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0)
     prior = BucketPrior.from_reference_scores(ref)
     for L, W in ((1, np.ones((1, 1))), (2, np.array([[1.0], [0.0]]))):
         single = SequentialEstimator(prior, cfg)
@@ -411,6 +412,6 @@ def test_errors():
     with pytest.raises(ValueError, match="method"):
         MultiTargetEstimator(prior, SessionConfig(method="rs_mean"), 2)
     with pytest.raises(ValueError, match="n_targets"):
-        MultiTargetEstimator(prior, SessionConfig(), 0)
+        MultiTargetEstimator(prior, SessionConfig(method="bayesame"), 0)
     with pytest.raises(ValueError, match="weights"):
         est.set_hyperparameters(weights=np.ones((3, 2)))

@@ -130,11 +130,11 @@ def test_buckets_and_prior_mean():
 def test_sigma2_regime_rule():
     rng = np.random.default_rng(1)
     p_unique = BucketPrior.from_reference_scores(make_refs("binary_unique", rng))
-    e = SequentialEstimator(p_unique, SessionConfig())
+    e = SequentialEstimator(p_unique, SessionConfig(method="bayesame"))
     assert e.hyperparameters == {"alpha": 1.0, "beta": 1.0, "sigma2": 1e-4}
     assert e.selection == "information_gain"
     p_few = BucketPrior.from_reference_scores(make_refs("binary_few", rng))
-    e = SequentialEstimator(p_few, SessionConfig())
+    e = SequentialEstimator(p_few, SessionConfig(method="bayesame"))
     assert e.hyperparameters["sigma2"] == 0.1 and e.selection == "random"
     # B = N - n0 is still the unique regime, B = N - n0 - 1 is not
     ref = np.zeros((1, 12))
@@ -142,8 +142,8 @@ def test_sigma2_regime_rule():
     ref[0, 2:] = np.linspace(0, 1, 10) + 1e-3
     p = BucketPrior.from_reference_scores(ref)
     assert p.n_buckets == 11
-    assert SequentialEstimator(p, SessionConfig(n0=1)).selection == "information_gain"
-    assert SequentialEstimator(p, SessionConfig(n0=0)).selection == "random"
+    assert SequentialEstimator(p, SessionConfig(method="bayesame", n0=1)).selection == "information_gain"
+    assert SequentialEstimator(p, SessionConfig(method="bayesame", n0=0)).selection == "random"
 
 
 # ---------------------------------------------------------------------------- exactness vs naive
@@ -187,7 +187,7 @@ def test_observing_unproposed_items_matches_naive():
     ref = rng.random((4, 30))
     prior = BucketPrior.from_reference_scores(ref)
     hp = {"alpha": 2.0, "beta": 0.7, "sigma2": 0.01}
-    est = SequentialEstimator(prior, SessionConfig(hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
     naive = Naive(ref, 2.0, 0.7, 0.01)
     order = rng.permutation(30)
     s_all = rng.random(30)
@@ -205,7 +205,7 @@ def test_information_gain_choice_matches_naive(kind):
     prior = BucketPrior.from_reference_scores(ref)
     s_all = target_scores(ref, rng, kind.startswith("binary"))
     hp = {"alpha": 0.5, "beta": 3.0}
-    est = SequentialEstimator(prior, SessionConfig(hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
     naive = Naive(ref, 0.5, 3.0, 1e-4)
     C, s = [], []
     for _ in range(12):
@@ -229,7 +229,7 @@ def test_batch_greedy_fantasized_matches_naive():
     ref = make_refs("continuous_unique", rng)
     prior = BucketPrior.from_reference_scores(ref)
     naive = Naive(ref, 0.5, 3.0, 1e-4)
-    est = SequentialEstimator(prior, SessionConfig(batch_size=4, hyperparameters={"alpha": 0.5, "beta": 3.0},
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", batch_size=4, hyperparameters={"alpha": 0.5, "beta": 3.0},
                                                    refit_every=0, epsilon1=0, epsilon2=0))
     s_all = rng.random(prior.n_items)
     C, s = [], []
@@ -253,7 +253,7 @@ def test_batch_greedy_fantasized_matches_naive():
 def test_batch_in_shared_buckets_and_random_regime():
     rng = np.random.default_rng(5)
     prior = BucketPrior.from_reference_scores(binary_refs(rng, 2, 40))  # <= 4 buckets
-    est = SequentialEstimator(prior, SessionConfig(batch_size=7, epsilon1=0, epsilon2=0))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", batch_size=7, epsilon1=0, epsilon2=0))
     seen = set()
     while not est.stopped:
         batch = est.propose()
@@ -266,7 +266,7 @@ def test_batch_in_shared_buckets_and_random_regime():
     # IG mode with a bucket of several items: items in a bucket can be picked more than once per batch
     ref = np.concatenate([np.linspace(0, 1, 20)[None, :], np.full((1, 3), 0.5)], axis=1)
     prior = BucketPrior.from_reference_scores(ref)
-    est = SequentialEstimator(prior, SessionConfig(batch_size=5, n0=10))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", batch_size=5, n0=10))
     assert est.selection == "information_gain"
     for _ in range(3):
         batch = est.propose()
@@ -277,19 +277,19 @@ def test_batch_in_shared_buckets_and_random_regime():
 
 # ---------------------------------------------------------------------------- stopping
 def test_effective_window():
-    assert SessionConfig().effective_window == 30
-    assert SessionConfig(batch_size=2).effective_window == 15
-    assert SessionConfig(batch_size=3).effective_window == 10
-    assert SessionConfig(batch_size=5).effective_window == 6
-    assert SessionConfig(batch_size=60).effective_window == 1
-    assert SessionConfig(batch_size=100).effective_window == 1
+    assert SessionConfig(method="bayesame").effective_window == 30
+    assert SessionConfig(method="bayesame", batch_size=2).effective_window == 15
+    assert SessionConfig(method="bayesame", batch_size=3).effective_window == 10
+    assert SessionConfig(method="bayesame", batch_size=5).effective_window == 6
+    assert SessionConfig(method="bayesame", batch_size=60).effective_window == 1
+    assert SessionConfig(method="bayesame", batch_size=100).effective_window == 1
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
 def test_stop_converged_after_window(batch_size):
     rng = np.random.default_rng(2)
     prior = BucketPrior.from_reference_scores(rng.random((5, 200)))
-    cfg = SessionConfig(epsilon1=10.0, epsilon2=10.0, window=6, batch_size=batch_size)
+    cfg = SessionConfig(method="bayesame", epsilon1=10.0, epsilon2=10.0, window=6, batch_size=batch_size)
     est = SequentialEstimator(prior, cfg)
     W = cfg.effective_window
     assert W == max(1, round(6 / batch_size))
@@ -307,20 +307,20 @@ def test_stop_converged_requires_both_conditions():
     ref = rng.random((5, 300))
     prior = BucketPrior.from_reference_scores(ref)
     # eps2 tiny: never converges before exhaustion... capped by max_items
-    est = SequentialEstimator(prior, SessionConfig(epsilon1=1.0, epsilon2=1e-9, window=3, max_items=40))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", epsilon1=1.0, epsilon2=1e-9, window=3, max_items=40))
     while not est.stopped:
         (i,) = est.propose()
         est.observe(i, rng.random())
     assert est.stop_reason == "max_items" and est.n_observed == 40
     # eps1 = 0 with varying scores: the estimate never stays constant
-    est = SequentialEstimator(prior, SessionConfig(epsilon1=0.0, epsilon2=10.0, window=3, max_items=25))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", epsilon1=0.0, epsilon2=10.0, window=3, max_items=25))
     while not est.stopped:
         (i,) = est.propose()
         est.observe(i, rng.random())
     assert est.stop_reason == "max_items"
     # a real run: converged with width and range below the thresholds
     truth = np.clip(ref.mean(0) + 0.01 * rng.standard_normal(300), 0, 1)
-    est = SequentialEstimator(prior, SessionConfig(epsilon1=0.01, epsilon2=0.05, window=10))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", epsilon1=0.01, epsilon2=0.05, window=10))
     while not est.stopped:
         (i,) = est.propose()
         est.observe(i, truth[i])
@@ -333,7 +333,7 @@ def test_stop_converged_requires_both_conditions():
 def test_stop_max_items_and_propose_cap():
     rng = np.random.default_rng(6)
     prior = BucketPrior.from_reference_scores(rng.random((3, 50)))
-    est = SequentialEstimator(prior, SessionConfig(batch_size=4, max_items=6, epsilon1=0, epsilon2=0))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", batch_size=4, max_items=6, epsilon1=0, epsilon2=0))
     b1 = est.propose()
     assert len(b1) == 4
     for i in b1:
@@ -383,7 +383,7 @@ def test_refit_decreases_nll_and_gradient():
 def test_refit_in_session_then_matches_naive_and_replay_is_identical():
     rng = np.random.default_rng(9)
     prior, s, _ = gp_data(rng, n_items=120, kr=6)
-    cfg = SessionConfig(refit_every=20, epsilon1=0, epsilon2=0, max_items=70, seed=3)
+    cfg = SessionConfig(method="bayesame", refit_every=20, epsilon1=0, epsilon2=0, max_items=70, seed=3)
     est = SequentialEstimator(prior, cfg)
     seq = []
     hps = []
@@ -407,7 +407,7 @@ def test_refit_in_session_then_matches_naive_and_replay_is_identical():
     assert est2.hyperparameters == est.hyperparameters
     assert (est2.estimate, est2.variance, est2.ci, est2.stop_reason) == (est.estimate, est.variance, est.ci, est.stop_reason)
     # proposals are a function of (seed, observed sequence) only
-    cfg2 = SessionConfig(refit_every=20, epsilon1=0, epsilon2=0, seed=3, batch_size=3)
+    cfg2 = SessionConfig(method="bayesame", refit_every=20, epsilon1=0, epsilon2=0, seed=3, batch_size=3)
     x, y = SequentialEstimator(prior, cfg2), SequentialEstimator(prior, cfg2)
     for i in seq[:25]:
         x.observe(i, s[i])
@@ -431,7 +431,7 @@ def test_fixed_hyperparameters_never_change_without_refit():
     rng = np.random.default_rng(12)
     prior, s, _ = gp_data(rng, n_items=80)
     hp = {"alpha": 0.2, "beta": 4.0, "sigma2": 0.002}
-    est = SequentialEstimator(prior, SessionConfig(hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", hyperparameters=hp, refit_every=0, epsilon1=0, epsilon2=0))
     for _ in range(60):
         (i,) = est.propose()
         est.observe(i, s[i])
@@ -450,8 +450,8 @@ def test_to_bytes_round_trip():
         if p.level_hist is not None:
             np.testing.assert_array_equal(p.level_hist, q.level_hist)
         s = rng.random(p.n_items)
-        e1 = SequentialEstimator(p, SessionConfig(max_items=15, refit_every=5))
-        e2 = SequentialEstimator(q, SessionConfig(max_items=15, refit_every=5))
+        e1 = SequentialEstimator(p, SessionConfig(method="bayesame", max_items=15, refit_every=5))
+        e2 = SequentialEstimator(q, SessionConfig(method="bayesame", max_items=15, refit_every=5))
         while not e1.stopped:
             (i,) = e1.propose()
             assert e2.propose() == [i]
@@ -535,7 +535,7 @@ def test_config_validation(kwargs, field):
 
 def test_observe_errors_and_bad_references():
     prior = BucketPrior.from_reference_scores(np.random.default_rng(0).random((2, 10)))
-    est = SequentialEstimator(prior, SessionConfig())
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame"))
     for item in (-1, 10, 2.5, "3", True):
         with pytest.raises(ValueError, match="item"):
             est.observe(item, 0.5)
@@ -551,7 +551,7 @@ def test_observe_errors_and_bad_references():
     with pytest.raises(ValueError, match="reference_scores"):
         BucketPrior.from_reference_scores(np.zeros(5))
     with pytest.raises(ValueError, match="prior"):
-        SequentialEstimator("nope", SessionConfig())
+        SequentialEstimator("nope", SessionConfig(method="bayesame"))
 
 
 # ---------------------------------------------------------------------------- fixes: NLL plateau, RS-Mean floor
@@ -603,7 +603,7 @@ def test_refit_passes_previous_hyperparameters_as_warm_start(monkeypatch):
     monkeypatch.setattr(est_mod, "fit_alpha_beta", spy)
     rng = np.random.default_rng(21)
     prior, s, _ = gp_data(rng, n_items=80, kr=5)
-    est = SequentialEstimator(prior, SessionConfig(refit_every=10, epsilon1=0, epsilon2=0, max_items=30))
+    est = SequentialEstimator(prior, SessionConfig(method="bayesame", refit_every=10, epsilon1=0, epsilon2=0, max_items=30))
     hps = []
     while not est.stopped:
         (i,) = est.propose()

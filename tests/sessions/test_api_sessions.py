@@ -22,7 +22,7 @@ from evalplan.core.sequential import (
     SessionConfig,
     make_estimator,
 )
-from evalplan.core.sequential.methods import ALIASES
+from evalplan.core.sequential.methods import ALIASES, answered_name
 from evalplan.db.models import EvalSession, SessionObservation, SessionPrior
 from evalplan.main import create_app
 from evalplan.sessions.cache import clear_caches
@@ -96,7 +96,7 @@ def test_session_runs_to_its_stopping_rule_matching_a_local_replay(client: TestC
     assert session["status"] == "active" and session["stop_reason"] is None and session["n_observed"] == 0
     assert session["next_items"] and set(session["next_items"]) <= set(data["items"])
     assert session["ci"][0] <= session["estimate"] <= session["ci"][1]
-    public = ALIASES[method][0] if method in ALIASES else (method or DEFAULT_METHOD)  # former names answer refgp
+    public = answered_name(method or DEFAULT_METHOD)  # refgp's former names answer refgp; rs_mean, bayesame_rs themselves
     assert session["method"] == public and session["config"]["max_items"] == 25
     assert ("deprecation" in r.headers) == (method in ALIASES)
     assert session["config"]["method"] == session["method"]

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from evalplan.core.sequential import BucketPrior, SessionConfig
+from evalplan.core.sequential.methods import DEFAULT_MULTI_TARGET_METHOD
 from evalplan.core.sequential.multi_target import MultiTargetEstimator
 from evalplan.db.models import EvalSession, SessionObservation, SessionPrior
 from evalplan.main import create_app
@@ -52,6 +53,7 @@ def upload(client: TestClient, kind: str = "binary", name: str = "multibench") -
 
 def local_estimator(data: dict, targets: list[str] = TARGETS, n_latent: int = 2,
                     **config: object) -> MultiTargetEstimator:
+    config.setdefault("method", DEFAULT_MULTI_TARGET_METHOD)  # what a multi-target session without method runs
     local = MultiTargetEstimator(BucketPrior.from_reference_scores(data["refs"].copy()), SessionConfig(**config),
                                  len(targets), n_latent, continuous=data["kind"] != "binary")
     local.score_range = (0.0, 1.0)  # what the service sets: intervals and estimates inside the score range

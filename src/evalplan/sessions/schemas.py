@@ -4,10 +4,55 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 
 from evalplan.core.sequential import METHODS
+from evalplan.core.sequential.config import (
+    FORMER_NAMES,
+    ActiveDesignParams,
+    BayesAMEParams,
+    FluidIRTParams,
+    MethodParams,
+    ProEvalBQParams,
+    RandomParams,
+    RefGPParams,
+)
+from evalplan.core.sequential.methods import METHOD_SPECS, default_method
 from evalplan.kit.schemas import MAX_COUNT, NameText, RequestModel, Seed, UtcDatetime, Visibility
+
+UNCHECKED = "unchecked"  # method_params left to the service: the method is unknown, or a former name
+
+
+def _params_tag(value: Any) -> str:
+    """The branch of ``method_params``: the method whose model validated it (``SessionCreate._typed_params``)."""
+    if isinstance(value, MethodParams):
+        return next(s.name for s in METHOD_SPECS.values() if type(value) is s.params)
+    return UNCHECKED
+
+
+#: ``method_params``: one typed model per public method, chosen by the session's resolved ``method`` (a field
+#: beside it, so the union's discriminator is that method, applied by ``SessionCreate._typed_params``); OpenAPI
+#: shows ``oneOf`` the models
+MethodParamsField = Annotated[
+    Annotated[ActiveDesignParams, Tag("active_design")] | Annotated[RandomParams, Tag("random")]
+    | Annotated[BayesAMEParams, Tag("bayesame")] | Annotated[RefGPParams, Tag("refgp")]
+    | Annotated[ProEvalBQParams, Tag("proeval_bq")] | Annotated[FluidIRTParams, Tag("fluid_irt")]
+    | Annotated[dict[str, Any], Tag(UNCHECKED), SkipJsonSchema()],
+    Discriminator(_params_tag)]
+assert {s.name: s.params for s in METHOD_SPECS.values()} == {
+    "active_design": ActiveDesignParams, "random": RandomParams, "bayesame": BayesAMEParams, "refgp": RefGPParams,
+    "proeval_bq": ProEvalBQParams, "fluid_irt": FluidIRTParams}  # the union above is the method table's
 
 
 class StopIn(RequestModel):
@@ -41,13 +86,16 @@ class SessionCreate(RequestModel):
                           "scores on the benchmark except the target. At least 2.")
     method: str | None = Field(
         None, description="active_design (the default: items drawn at random with recorded probabilities, the "
-                          "reference model's prediction plus inverse-probability-weighted residuals, an "
-                          "anytime-valid confidence sequence; docs/SEQUENTIAL.md), bayesame (papers/004), "
-                          "bayesame_rs, rs_mean, proeval_bq (ProEval's BQ), fluid_irt (Fluid Benchmarking), random "
-                          "(uniform, sample mean, exact finite-population interval), refgp (the reference-score GP "
-                          "family, variant in method_params; refgp_ivr, refgp_v2, refgp_v3, refgp_cal and refgp_dr "
-                          "are its former names, still accepted with a Deprecation header). Omitted: active_design "
-                          "(bayesame for multi-target sessions). The response carries the resolved name.",
+                          "reference model's prediction plus inverse-probability-weighted residuals, a sequential "
+                          "interval valid at the stop; docs/SEQUENTIAL.md), random (uniform, sample mean, exact "
+                          "finite-population interval), bayesame (papers/004), refgp (the reference-score GP family, "
+                          "variant in method_params), proeval_bq (ProEval's BQ), fluid_irt (Fluid Benchmarking). "
+                          "Former names, accepted with a Deprecation header (GET /v1/sessions/methods): rs_mean "
+                          "(random with method_params {interval: paper_normal}) and bayesame_rs (bayesame with "
+                          "{selection: random}), answered under their own names; refgp_ivr, refgp_v2, refgp_v3, "
+                          "refgp_cal and refgp_dr (refgp presets), answered as refgp. Omitted: active_design "
+                          "(bayesame for multi-target sessions, random with compare_to). The response carries the "
+                          "resolved name.",
         json_schema_extra={"enum": list(METHODS)})
     epsilon1: float | None = Field(None, description="Stopping tolerance on the estimate's change (default 0.005).")
     epsilon2: float | None = Field(None, description="Stopping tolerance on the interval (default 0.02).")
@@ -73,10 +121,13 @@ class SessionCreate(RequestModel):
                                                                     "units (> 0, at most the score range's width); "
                                                                     "the session may stop on within +-delta.")
     batch_size: int | None = Field(None, le=MAX_COUNT, description="Items proposed per step (default 1).")
-    method_params: dict[str, Any] | None = Field(
-        None, description="The method's parameters: refgp {mean, variance, selection, directions} (its variants: "
-                          "docs/SEQUENTIAL.md), active_design {uniform_share, extrapolation_share, working_model, "
-                          "point, adaptive_share}.")
+    method_params: MethodParamsField | None = Field(
+        None, description="The method's typed parameters, one object per method (chosen by method, or its default): "
+                          "active_design {uniform_share, extrapolation_share, working_model, point, adaptive_share}, "
+                          "random {interval}, bayesame {selection}, refgp {mean, variance, selection, directions} "
+                          "(its variants: docs/SEQUENTIAL.md); proeval_bq and fluid_irt take none. Unknown keys are "
+                          "refused. A former method name takes none (its parameters are fixed).",
+        json_schema_extra={"x-discriminator": "method"})
     interval_kind: Literal["sequential", "anytime", "fixed_n"] | None = Field(
         None, description="active_design only: sequential (default; Chow-Robbins fixed-width interval with a "
                           "variance floor and a confidence-sequence guard, valid at the precision stop), anytime "
@@ -86,6 +137,31 @@ class SessionCreate(RequestModel):
     seed: Seed | None = Field(None, description="Random seed (default 0).")
     visibility: Visibility = Field("private", description="private (the owning team only) or public (readable "
                                                           "by every team); PATCH changes it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_params(cls, data: Any) -> Any:
+        """``method_params`` validated by the model of the session's method (given, or the default for the
+        request's kind): the union's branch. Left as given when the method is unknown or a former name, or the
+        parameters are invalid: the service answers that (``validation.config_of`` -> ``SessionConfig.validate``,
+        the same words for every caller), a 422 located at ``method_params.<key>``, nothing stored."""
+        if not isinstance(data, dict) or data.get("method_params") is None:
+            return data
+        params = data["method_params"]
+        if not isinstance(params, dict):
+            raise ValidationError.from_exception_data(cls.__name__, [
+                {"type": "dict_type", "loc": ("method_params",), "input": params}])
+        method = data.get("method")
+        if method is None:
+            method = default_method(multi_target=data.get("targets") is not None,
+                                    paired=data.get("compare_to") is not None)
+        if not isinstance(method, str) or method in FORMER_NAMES or method not in METHOD_SPECS:
+            return data
+        try:
+            typed = METHOD_SPECS[method].params.model_validate(params)
+        except ValidationError:
+            return data  # the service names the key (config_of: a located 422, as every session-config problem)
+        return {**data, "method_params": typed}
 
 
 class ObservationBody(RequestModel):

@@ -44,12 +44,13 @@ from evalplan.auth.scoping import require_own
 from evalplan.benchmarks.score_matrix import load_matrix
 from evalplan.benchmarks.service import get_benchmark, score_range
 from evalplan.core.sequential.checkpoints import with_previous
+from evalplan.core.sequential.methods import needs_levels
 from evalplan.db.models import Benchmark, EvalSession, SessionObservation, Team
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 from evalplan.sessions import cache
 from evalplan.sessions.priors import PriorEntry, load_prior, obtain_prior, persist_derived
 from evalplan.sessions.schemas import SessionCreate
-from evalplan.sessions.state import LEVEL_METHODS, apply_state, drawn_probability, feed, new_estimator, replay
+from evalplan.sessions.state import apply_state, drawn_probability, feed, new_estimator, replay
 from evalplan.sessions.validation import (
     MAX_OBSERVATIONS_PER_REQUEST,
     ObservationIn,
@@ -104,7 +105,7 @@ def create_session(session: Session, request: SessionCreate) -> EvalSession:
             {"model": name, "n_scores": int(np.sum(~np.isnan(c))), "weight": m}
             for name, c, m in zip(previous, checkpoints, mult)])
     entry = obtain_prior(session, benchmark, metric, prior_ids, reference, matrix.item_pks, matrix.item_ids,
-                         levels=config.method in LEVEL_METHODS and targets is None)
+                         levels=needs_levels(config) and targets is None)
     row = EvalSession(benchmark_id=benchmark.id, target=target, targets=targets, n_latent=n_latent,
                       reference_models=[matrix.model_names[i] for i in rows], method=config.method,
                       config=config_dict(config), status="active", n_observed=0, prior_key=entry.key)

@@ -1,8 +1,8 @@
 """Mapping between a session's estimator and its rows: a fresh estimator, replay of the stored
 observations, the cached columns of ``eval_sessions`` written after every change.
 
-Only this module knows whether a session is single-target (``make_estimator``: one of
-``evalplan.core.sequential.ESTIMATORS``) or
+Only this module knows whether a session is single-target (``make_estimator``: the method table
+``evalplan.core.sequential.methods.METHOD_SPECS``) or
 multi-target (``MultiTargetEstimator``, papers/004 §3.2).
 """
 
@@ -26,8 +26,6 @@ from evalplan.sessions import cache
 from evalplan.sessions.priors import PriorEntry, load_prior
 
 STOP_REASON_PRECEDENCE = ("max_items", "exhausted", "converged", "precision")
-#: single-target methods whose estimator reads the prior's level histogram (BucketPrior.level_hist)
-LEVEL_METHODS = ("bayesame", "bayesame_rs")
 
 
 def new_estimator(row: EvalSession, entry: PriorEntry, benchmark: Benchmark) -> Any:

@@ -13,12 +13,13 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import scale_of, score_range
-from evalplan.core.sequential import DEFAULT_METHOD, METHODS, SessionConfig
+from evalplan.core.sequential import METHODS, SessionConfig
 from evalplan.core.sequential.methods import (
     ALIASES,
-    DEFAULT_MULTI_TARGET_METHOD,
-    METHOD_SPECS,
     MULTI_TARGET_METHODS,
+    answered_name,
+    default_method,
+    only_proposed_items,
 )
 from evalplan.core.sequential.stopping import StopRule, resolve_max_items
 from evalplan.db.models import Benchmark, EvalSession
@@ -40,13 +41,11 @@ MAX_PREVIOUS = 16
 
 
 def resolved_method(request: SessionCreate) -> str:
-    """The method a session runs: the given one, else the recommended ``DEFAULT_METHOD``; a
-    multi-target session's default is ``bayesame`` (the joint LMC model is built on its buckets)."""
+    """The method a session runs: the given one, else ``methods.default_method``: ``DEFAULT_METHOD``, with
+    ``targets`` the multi-target default (the table's), with ``compare_to`` random."""
     if request.method is not None:
         return request.method
-    if request.compare_to is not None:
-        return "random"  # a paired session draws at random (evalplan.core.paired.PairedSession)
-    return DEFAULT_MULTI_TARGET_METHOD if request.targets is not None else DEFAULT_METHOD
+    return default_method(multi_target=request.targets is not None, paired=request.compare_to is not None)
 
 
 def _field_of(message: str) -> str:
@@ -63,9 +62,9 @@ def config_of(request: SessionCreate, n_items: int) -> Any:
     benchmark's ``n_items``, ``stop`` normalized (its defaults filled), ``level`` = ``stop.level`` when a
     rule is given, a former method name replaced by its public name and parameters."""
     method = resolved_method(request)
-    body = request.model_dump(include=set(CONFIG_FIELDS))
+    body = request.model_dump(include=set(CONFIG_FIELDS), exclude_unset=True)  # method_params: the keys given
     given = {name: body[name] for name in CONFIG_FIELDS if body.get(name) is not None}
-    if method in ALIASES:  # a former name: answered with the public name and its parameters
+    if method in ALIASES and answered_name(method) != method:  # a former name answered with the public name
         name, params = ALIASES[method]
         if "method_params" in given:
             raise InvalidInput(f"method {method!r} is a former name of {name} with fixed parameters; give "
@@ -432,9 +431,8 @@ def refuses_unproposed(row: EvalSession) -> bool:
     if config.get("compare"):  # a paired session: its interval holds for its random draws only
         return True
     anytime = bool((config.get("stop") or {}).get("anytime_valid"))
-    difference = row.method == "refgp" and (config.get("method_params") or {}).get("variance") == "design_loo"
-    spec = METHOD_SPECS.get(row.method)
-    return (spec is not None and spec.only_proposed_items) or difference or (anytime and row.method != "active_design")
+    return only_proposed_items(str(row.method), config.get("method_params")) or (
+        anytime and row.method != "active_design")
 
 
 def off_design_conflict(k: int, item: str, proposed: list[str]) -> Conflict:

@@ -5,7 +5,8 @@ sequence (docs/SEQUENTIAL.md, "active_design").
 The design (active statistical inference, Zrnic & Candes 2024; FAQ, Wu, Nair & Candes 2026):
 
 * Before each draw the working model (the reference-score GP, :class:`~.refgp.RefGPEstimator` with
-  ``refgp_v3``'s parameters and the model's own variance by default, or ``refgp_ivr``'s; fitted on what was
+  ``refgp_v3``'s parameters, ``working_model: reference_gp_evidence_mix``, and the model's own variance by
+  default, or ``refgp_ivr``'s, ``reference_gp``; fitted on what was
   observed before the draw only) predicts every unobserved item, ``mu_j``, and its residual spread ``sigma_j``
   (binary scores: ``sqrt(mu (1 - mu) + d_j)``, ``d_j`` the model's own uncertainty; bounded scores: the
   GP's predictive sd capped by the bound ``(mu - lo)(hi - mu)``). The next item is drawn from the
@@ -52,7 +53,8 @@ import numpy as np
 
 from .base import ItemEstimator, one_blas_thread, paper_converged, z_of
 from .checkpoints import PreviousModel, previous_by_bucket, with_previous
-from .config import REFGP_VARIANTS, SessionConfig
+from .config import REFGP_VARIANTS, WORKING_MODEL_ALIASES, SessionConfig
+from .config import WORKING_MODELS as WORKING_MODEL_PRESETS
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
 from .stopping import StopRule, sequential_half_width
@@ -73,8 +75,10 @@ REMAINDER_POWER = 2.0
 BERNOULLI_FLOOR = False
 #: what stops a session on precision, per interval kind (the response's ``design.stop_rule``)
 STOP_RULES = {"sequential": "chow_robbins_floor_cs_guard", "anytime": "betting_cs", "fixed_n": "fixed_n_clt"}
-WORKING_MODELS = ("refgp_ivr", "refgp_v3")  # refgp presets, run with variance="model" (the design needs no other)
-WORKING_MODEL = "refgp_v3"  # its shifted / unshifted means by evidence: the better predictions (bench)
+# readable names of refgp presets (config.WORKING_MODELS), run with variance="model" (the design needs no other);
+# the former values refgp_v3 and refgp_ivr are accepted (config.WORKING_MODEL_ALIASES)
+WORKING_MODELS = tuple(WORKING_MODEL_PRESETS)
+WORKING_MODEL = "reference_gp_evidence_mix"  # refgp_v3: shifted / unshifted means by evidence, the better predictions
 SHARES = (0.25, 0.5, 1.0)  # the uniform shares the adaptive rule chooses among
 MIN_ADAPT = 10  # draws before the adaptive rule may move the share
 POINTS = ("model", "design", "compromise")
@@ -244,12 +248,14 @@ class ActiveDesignEstimator(ItemEstimator):
         inner = dataclasses.replace(config, method="refgp_ivr", stop=StopRule(0.0).as_dict(), max_items=None,
                                     max_items_fraction=None, hyperparameters=None, previous=None,
                                     interval_kind=None, method_params=None)
+        working_model = WORKING_MODEL_ALIASES.get(working_model, working_model)
         if working_model not in WORKING_MODELS:
             raise ValueError(f"working_model: must be one of {WORKING_MODELS}, got {working_model!r}")
         self.working_model = working_model
+        preset = WORKING_MODEL_PRESETS[working_model]
         self.adaptive_share = bool(adaptive_share)
-        self.model = RefGPEstimator(prior, dataclasses.replace(inner, method=working_model),
-                                    **{**REFGP_VARIANTS[working_model], "variance": "model"})
+        self.model = RefGPEstimator(prior, dataclasses.replace(inner, method=preset),
+                                    **{**REFGP_VARIANTS[preset], "variance": "model"})
         self._adapt: list[tuple[float, float, float, float]] = []  # per term: e^2, q, active share a, 1/|R|
         self.level = float(config.level)
         self.cs = (DesignCS(self.level, self.lo, self.hi, equal_weights=equal_weights) if self.bounded

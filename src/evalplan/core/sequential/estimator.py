@@ -29,12 +29,12 @@ from scipy.linalg import solve_triangular
 from evalplan.core.linalg import jittered_cholesky
 
 from .base import ItemEstimator, checked_item, checked_score
-from .config import BAYESAME_METHODS, SessionConfig
+from .config import BayesAMEParams, RandomParams, SessionConfig, resolve
 from .hyper import fit_alpha_beta
 from .prior import BucketPrior
 
-__all__ = ["SequentialEstimator", "Z975", "checked_item", "checked_score", "information_gain_scores",
-           "lower_solves", "rs_mean_s2"]
+__all__ = ["SequentialEstimator", "Z975", "bayesame_mode", "checked_item", "checked_score",
+           "information_gain_scores", "lower_solves", "rs_mean_s2"]
 
 Z975 = 1.959963984540054  # scipy.stats.norm.ppf(0.975)
 SIGMA2_UNIQUE = 1e-4  # B >= N - N0 (active selection)
@@ -98,8 +98,23 @@ def lower_solves(L: np.ndarray, K: np.ndarray, r: np.ndarray) -> tuple[np.ndarra
             solve_triangular(L, r, lower=True, check_finite=False))
 
 
+def bayesame_mode(config: SessionConfig) -> tuple[bool, bool]:
+    """``(bayes, information_gain)`` of a session the bucket code runs, from its method and ``method_params``:
+    ``bayesame`` (the Bayesian estimate; greedy information gain with ``selection: information_gain``, in the
+    unique regime) or ``random`` with ``interval: paper_normal`` (papers/004's RS-Mean: random items, the sample
+    mean). The former names ``bayesame_rs`` and ``rs_mean`` resolve to them. ValueError for another method."""
+    _, params = resolve(config.method, config.method_params)
+    if isinstance(params, BayesAMEParams):
+        return True, params.selection == "information_gain"
+    if isinstance(params, RandomParams) and params.interval == "paper_normal":
+        return False, False
+    raise ValueError(f"method: SequentialEstimator runs bayesame (either selection) and random with interval "
+                     f"paper_normal (the former bayesame_rs and rs_mean), got {config.method!r}")
+
+
 class SequentialEstimator(ItemEstimator):
-    """BayesAME (``bayesame``, ``bayesame_rs``) and RS-Mean (``rs_mean``); the observation bookkeeping,
+    """BayesAME (``bayesame``; ``selection: random`` the former ``bayesame_rs``) and RS-Mean (``random`` with
+    ``interval: paper_normal``, the former ``rs_mean``): :func:`bayesame_mode`; the observation bookkeeping,
     budget and stopping rule are :class:`~evalplan.core.sequential.base.ItemEstimator`'s."""
 
     _L: np.ndarray  # the growing Cholesky factor, A, y and buckets of the observations (_ensure_capacity)
@@ -109,8 +124,7 @@ class SequentialEstimator(ItemEstimator):
 
     def __init__(self, prior: BucketPrior, config: SessionConfig) -> None:
         super().__init__(prior, config)  # checks prior and config; the empty observation state
-        if config.method not in BAYESAME_METHODS:
-            raise ValueError(f"method: SequentialEstimator runs {', '.join(BAYESAME_METHODS)}, got {config.method!r}")
+        self._bayes, information_gain = bayesame_mode(config)
         N, B = prior.n_items, prior.n_buckets
         self.unique_regime = B >= N - config.n0
         hp = dict(config.hyperparameters or {})
@@ -118,10 +132,8 @@ class SequentialEstimator(ItemEstimator):
         self._beta0 = float(hp.get("beta", 1.0))
         self._sigma2 = float(hp.get("sigma2", SIGMA2_UNIQUE if self.unique_regime else SIGMA2_NONUNIQUE))
         self._alpha, self._beta = self._alpha0, self._beta0
-        self.selection = ("information_gain" if (config.method == "bayesame" and self.unique_regime)
-                          else "random")
+        self.selection = "information_gain" if (information_gain and self.unique_regime) else "random"
         self.effective_window = config.effective_window
-        self._bayes = config.method in ("bayesame", "bayesame_rs")
 
         self._Nb = prior.bucket_sizes.astype(np.float64)
         self._mu = prior.bucket_means

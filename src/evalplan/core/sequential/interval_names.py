@@ -5,7 +5,8 @@ finite-population interval).
 * ``active_design``: by default (``interval_kind: sequential``) the Chow-Robbins **sequential confidence
   interval** (valid at the precision stop, issue 33); with ``interval_kind: anytime`` a betting **confidence
   sequence** (anytime-valid); with ``fixed_n`` the martingale-CLT **confidence interval** (a fixed budget);
-* ``random``: the exact finite-population **confidence interval** (fixed n);
+* ``random``: the exact finite-population **confidence interval** (fixed n); with ``interval: paper_normal``
+  (the former ``rs_mean``) the normal interval of papers/004's RS-Mean, labelled as ``rs_mean``'s below;
 * ``refgp`` with ``variance: design_loo`` (the former ``refgp_dr``): the difference estimator's design-based
   **confidence interval**;
 * ``fluid_irt``: a delta-method **approximate interval** around the MAP ability;
@@ -43,8 +44,9 @@ def interval_kind_of(method: str, config: Mapping[str, Any] | None = None, *, mu
     if method == "active_design":
         kind = str(config.get("interval_kind") or "sequential")
         return {"fixed_n": CONFIDENCE_INTERVAL, "anytime": CONFIDENCE_SEQUENCE}.get(kind, SEQUENTIAL_INTERVAL)
-    if method == "random":
-        return CONFIDENCE_INTERVAL
+    if method == "random":  # interval paper_normal is the former rs_mean's (below)
+        params = config.get("method_params") or {}
+        return CREDIBLE_INTERVAL if params.get("interval") == "paper_normal" else CONFIDENCE_INTERVAL
     if method.startswith("refgp"):
         preset = REFGP_VARIANTS.get(method) or REFGP_VARIANTS[REFGP_DEFAULT]
         params = {**preset, **(config.get("method_params") or {})} if method == "refgp" else preset

@@ -37,7 +37,7 @@ from evalplan.core.linalg import jittered_cholesky
 
 from .base import paper_converged
 from .config import SessionConfig
-from .estimator import Z975, checked_score, information_gain_scores, lower_solves
+from .estimator import Z975, bayesame_mode, checked_score, information_gain_scores, lower_solves
 from .numeric import AdamW, torch_randn
 from .prior import BucketPrior
 from .stopping import clip_interval, normal_interval
@@ -159,8 +159,13 @@ class MultiTargetEstimator:
         if not isinstance(config, SessionConfig):
             raise ValueError("config: must be a SessionConfig")
         config.validate()
-        if config.method not in ("bayesame", "bayesame_rs"):
-            raise ValueError(f"method: multi-target supports 'bayesame' and 'bayesame_rs', got {config.method!r}")
+        try:
+            bayes, information_gain = bayesame_mode(config)
+        except ValueError:
+            bayes = information_gain = False
+        if not bayes:
+            raise ValueError(f"method: multi-target supports 'bayesame' (either selection; the former "
+                             f"'bayesame_rs'), got {config.method!r}")
         for name, val in (("n_targets", n_targets), ("n_latent", n_latent), ("adam_steps", adam_steps)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {val!r}")
@@ -175,8 +180,7 @@ class MultiTargetEstimator:
         self.n_items = N
         self.score_range: tuple[float, float] = (-math.inf, math.inf)  # the ci is clipped to it
         self.unique_regime = B >= N - config.n0
-        self.selection = ("information_gain" if (config.method == "bayesame" and self.unique_regime)
-                          else "random")
+        self.selection = "information_gain" if (information_gain and self.unique_regime) else "random"
         self.learning_rate = LR_CONTINUOUS if self.continuous else LR_BINARY
 
         hp = dict(config.hyperparameters or {})
