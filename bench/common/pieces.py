@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalplan.core.sequential_backtest import REGIMES
+from evalplan.core.backtest.sequential_backtest import REGIMES
 
 
 def piece_path(store: Path, dataset: str, regime: str) -> Path:

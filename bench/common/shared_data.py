@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from evalplan.benchmarks.score_formats import parse_wide_csv
-from evalplan.core.backtest import impute_item_mean
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.backtest.backtest import impute_item_mean
+from evalplan.core.benchmarks.score_scale import ScoreScale
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@
 ``python -m bench.coresets.auto_bench perf [--write docs/PERFORMANCE.md]``
 
 *accuracy*: per shared data set (read in place from EVALPLAN_DATA_DIR, default ../shared/data), ONE
-:func:`evalplan.core.backtest.run_backtest` call runs auto and every single method on the same splits
+:func:`evalplan.core.backtest.backtest.run_backtest` call runs auto and every single method on the same splits
 (``split_models`` "stratified", M = 30 references, every other model held out; each seed its own
 draw), at 5% and 10% budgets: RMSE and Kendall tau on the held-out models, and coverage / width of
 the 90% interval (cross-fitted for the single methods, auto's outer-fold errors for auto; gp-IRT
@@ -31,8 +31,8 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.common.shared_data import load_scores as load
-from evalplan.core.auto import DEFAULT_METHODS, auto_select
-from evalplan.core.backtest import run_backtest, split_models, summarize
+from evalplan.core.backtest.backtest import run_backtest, split_models, summarize
+from evalplan.core.coresets.auto import DEFAULT_METHODS, auto_select
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "bench" / "results" / "auto_bench"
@@ -124,9 +124,9 @@ def accuracy(args: argparse.Namespace) -> None:
              "## `method: auto` vs every single method (issue 16 §1)", "",
              f"`nice -n 10 python -m bench.coresets.auto_bench accuracy --seeds {args.seeds} --irt-epochs {args.irt_epochs} "
              f"--search-trials {args.search_trials} --write docs/RESULTS.md`. Per data set ONE "
-             "`evalplan.core.backtest.run_backtest` call: `split_models` stratified, M = 30 references, every other model "
+             "`evalplan.core.backtest.backtest.run_backtest` call: `split_models` stratified, M = 30 references, every other model "
              f"held out, {args.seeds} seed(s) (each its own reference draw), budgets 5% and 10% of the items. auto = "
-             "`evalplan.core.auto.auto_select` with the service defaults (selectors " + ", ".join(DEFAULT_METHODS)
+             "`evalplan.core.coresets.auto.auto_select` with the service defaults (selectors " + ", ".join(DEFAULT_METHODS)
              + "; 5 outer x 5 inner folds; no time cap), chosen on the 30 references only. RMSE in points (x100) on the "
              "held-out models, mean ± s.e. over seeds; τ = Kendall tau-b; cov90 (width) = held-out coverage of the "
              "90% interval and its mean width in points (cross-fitted errors of each method: selector and predictor "
@@ -197,7 +197,7 @@ def perf(args: argparse.Namespace) -> None:
         PSTART, "<!-- written by `python -m bench.coresets.auto_bench perf --write docs/PERFORMANCE.md` -->",
         "## `method: auto`: cost of the nested CV (issue 16 §1)", "",
         f"`nice -n 10 python -m bench.coresets.auto_bench perf --cap {args.cap} --write docs/PERFORMANCE.md`: "
-        "`evalplan.core.auto.auto_select` on 30 stratified references x 1,000 items (`helm_lite_gsm`), default selectors "
+        "`evalplan.core.coresets.auto.auto_select` on 30 stratified references x 1,000 items (`helm_lite_gsm`), default selectors "
         f"({', '.join(DEFAULT_METHODS)}), 5 outer x 5 inner folds. Goal: under 60 s on 2 cores. CPU s is the process's "
         f"user + system time (what an idle 2-core machine would take, BLAS being mostly single-threaded here); wall s "
         f"is on the shared machine (load average {load1:.1f} at the end, at nice 10), so it overstates an idle run.", "",

@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.common.shared_data import data_dir
-from evalplan.core.benchmark_selection import BenchmarkSelector, residual_variance_fraction, test_r2
+from evalplan.core.benchmarks.benchmark_selection import BenchmarkSelector, residual_variance_fraction, test_r2
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- benchmark-selection -->", "<!-- /benchmark-selection -->"
@@ -116,7 +116,7 @@ def render(results: dict, splits: int, seconds: float) -> str:
         "## Benchmark-level subset selection (paper 000 §4.4): FL vs greedy entropy vs greedy MI",
         "",
         f"Written by `python -m bench.coresets.benchmark_selection_bench --write docs/RESULTS.md` "
-        f"({splits} splits, {seconds:.0f} s on 2 CPU cores). Code: `src/evalplan/core/benchmark_selection.py`.",
+        f"({splits} splits, {seconds:.0f} s on 2 CPU cores). Code: `src/evalplan/core/benchmarks/benchmark_selection.py`.",
         "",
         "Protocol: models split 70/30 into train/test ({splits} seeded random splits, the same for all methods). "
         "Each benchmark is standardized with its *train* mean and std (ddof 1); Σ̂ is the covariance of the "

@@ -5,7 +5,7 @@
 --write docs/RESULTS.md`` runs every data set (pieces in ``bench/results/default_interval/``; ``--render`` only
 reassembles them).
 
-Protocol, per data set and seed: :func:`evalplan.core.backtest.split_models` (30 stratified references, every
+Protocol, per data set and seed: :func:`evalplan.core.backtest.backtest.split_models` (30 stratified references, every
 other model held out), a 10% coreset chosen on the references, 95% intervals. Per held-out model the bench
 keeps the *ingredients* (:func:`ingredients`) from which every candidate rule (:data:`RULES`) is computed:
 
@@ -13,7 +13,7 @@ keeps the *ingredients* (:func:`ingredients`) from which every candidate rule (:
   references' cross-fitted and fixed-coreset errors with the top-decile widening, and the extrapolation guard
   (AIPW with its leave-one-reference-out conformal interval for a target whose coreset mean is outside the
   references'), exactly as ``score_predictions.predict_many``;
-* ``design``: ``params.interval: "design"`` (:mod:`evalplan.core.design_coreset`, the whole budget drawn);
+* ``design``: ``params.interval: "design"`` (:mod:`evalplan.core.coresets.design_coreset`, the whole budget drawn);
 * ``hybrid``: the method selects
   ``1 - share`` of the budget and a stratified draw adds the rest (inclusion probabilities recorded, the
   method's items a take-all stratum); kernel ridge on all k items with the ``calibrated`` rule answers unless
@@ -23,7 +23,7 @@ keeps the *ingredients* (:func:`ingredients`) from which every candidate rule (:
   inverse-probability-weighted mean residual as its correction (the AIPW / difference estimator), with the
   design's variance;
 * ``extended`` (``params.interval: "extended"``, the default since issue 35): ``calibrated`` on mRMR's k items,
-  then :func:`evalplan.core.intervals.shrinkage_extended_interval` (the interval also holds itself moved to the
+  then :func:`evalplan.core.coresets.intervals.shrinkage_extended_interval` (the interval also holds itself moved to the
   classical calibration estimate given by the references' shrinkage line); the point estimate is unchanged;
 * ``mrmr 75% + draw 25%, calibrated`` / ``..., extended``: kernel ridge on the hybrid coreset with either rule.
 
@@ -46,9 +46,9 @@ from scipy import optimize
 
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores as load
-from evalplan.core.backtest import split_models
-from evalplan.core.design_coreset import design_coreset, design_estimate
-from evalplan.core.intervals import (
+from evalplan.core.backtest.backtest import split_models
+from evalplan.core.coresets.design_coreset import design_coreset, design_estimate
+from evalplan.core.coresets.intervals import (
     calibrated_half_width,
     coreset_cross_fitted_errors,
     extrapolation_flags,
@@ -57,7 +57,7 @@ from evalplan.core.intervals import (
     shrinkage_extended_interval,
     top_widened_interval,
 )
-from evalplan.core.predictors import AIPWPredictor, KernelRidgePredictor, RidgePredictor
+from evalplan.core.coresets.predictors import AIPWPredictor, KernelRidgePredictor, RidgePredictor
 from evalplan.core.selection.score_based import SCORE_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +225,7 @@ def render(level: float) -> str:
              "10% coresets chosen on the references (mRMR; on alpacaeval1 random, mRMR being too slow on its "
              "scores), kernel ridge. `calibrated` = the service's default before issue 35 (top-decile widening, "
              "the extrapolation guard's AIPW for a target outside the references' coreset means); `extended` = "
-             "the same with `evalplan.core.intervals.shrinkage_extended_interval` (the new default); `design` = "
+             "the same with `evalplan.core.coresets.intervals.shrinkage_extended_interval` (the new default); `design` = "
              "`params.interval: \"design\"` (the whole budget drawn); the last four use a coreset of mRMR's 75% "
              "plus a stratified draw of 25% (`design_coreset` with the method's items as take-all stratum): "
              "`hybrid` answers kernel ridge on all its items with `calibrated` unless the draw's difference "

@@ -4,19 +4,19 @@
 [--level 0.9] --write docs/RESULTS.md`` runs every data set and writes the section (per data set pieces are
 kept in ``bench/results/design_interval/``; ``--render`` only reassembles them).
 
-Protocol, per data set and seed: :func:`evalplan.core.backtest.split_models` (30 stratified references,
+Protocol, per data set and seed: :func:`evalplan.core.backtest.backtest.split_models` (30 stratified references,
 every other model held out), a coreset of ``budget`` x N items chosen on the references:
 
-* ``design`` (:mod:`evalplan.core.design_coreset`, ``params.interval: "design"``): items drawn stratified on the
+* ``design`` (:mod:`evalplan.core.coresets.design_coreset`, ``params.interval: "design"``): items drawn stratified on the
   references' item means with recorded inclusion probabilities; each held-out model's estimate is the
   difference estimator on its scores at those items, the interval the design's (Student-t, Satterthwaite df);
 * ``mrmr X% + design`` (``params.design_share``): mRMR's selection of X% of the budget, chosen on the
   references, is a take-all stratum (inclusion probability 1) and the rest of the budget is the design's
   draw from the other items; the same estimator and interval;
 * ``mrmr+kernel_ridge`` and ``random+kernel_ridge`` with the service's default ``calibrated`` rule
-  (:func:`evalplan.core.intervals.calibrated_half_width` on the references' cross-fitted and fixed-coreset
+  (:func:`evalplan.core.coresets.intervals.calibrated_half_width` on the references' cross-fitted and fixed-coreset
   errors, as ``bench.coresets.interval_calibration``, with the service's top-decile widening,
-  :func:`evalplan.core.intervals.top_widened_interval`; ``..., no top widening`` is the rule without it); mRMR is left out on alpacaeval1 (one selection of its
+  :func:`evalplan.core.coresets.intervals.top_widened_interval`; ``..., no top widening`` is the rule without it); mRMR is left out on alpacaeval1 (one selection of its
   continuous scores takes about a minute and the rule refits it ten times).
 
 Reported: held-out coverage of the ``level`` interval over all held-out models and over the top 10% of them by
@@ -36,9 +36,9 @@ import numpy as np
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores as load
 from bench.coresets.interval_calibration import one_benchmark
-from evalplan.core.backtest import split_models
-from evalplan.core.design_coreset import design_coreset, design_estimate
-from evalplan.core.intervals import calibrated_half_width, top_widened_interval
+from evalplan.core.backtest.backtest import split_models
+from evalplan.core.coresets.design_coreset import design_coreset, design_estimate
+from evalplan.core.coresets.intervals import calibrated_half_width, top_widened_interval
 from evalplan.core.selection.score_based import SCORE_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def render(level: float) -> str:
     lines = [START, "## Design-based coreset intervals vs the calibrated rule, top decile apart (issue 25 §3)", "",
              "`nice -n 10 python -m bench.coresets.design_interval_bench --write docs/RESULTS.md` (pieces in "
              "`bench/results/design_interval/`). 30 stratified references, every other model held out, a coreset "
-             "of the budget's share of the items chosen on the references; `design` = `evalplan.core.design_coreset` "
+             "of the budget's share of the items chosen on the references; `design` = `evalplan.core.coresets.design_coreset` "
              "(stratified draw with recorded inclusion probabilities, difference estimator, Student-t interval), "
              "the others the service's `calibrated` rule with its top-decile widening (`, no top widening`: "
              "without). Coverage of the interval on all held-out models and on the "

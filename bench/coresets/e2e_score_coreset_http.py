@@ -5,7 +5,7 @@ Flow, on ``openllm_v2_musr/scores.csv`` (binary, one row per model, items c0..c7
 1. a real ``evalplan serve`` on a fresh PostgreSQL database (``bench.common.server``); ``POST /v1/benchmarks``
    (score kind binary) and ``POST /v1/benchmarks/musr/scores`` with the wide CSV of ALL models
    (unknown items and models are created by the upload);
-2. 30 reference models by the stratified rule (``evalplan.core.backtest.split_models`` on the models' full
+2. 30 reference models by the stratified rule (``evalplan.core.backtest.backtest.split_models`` on the models' full
    mean scores, ``np.random.default_rng(seed)``); every other model is a held-out target;
 3. ``POST /v1/coresets {"method": "mrmr", "budget": {"fraction": 0.1}, "reference_models": [...]}``
    (no predictor: the default kernel ridge, i.e. mRMR++), job polled until done (wall time recorded);
@@ -38,7 +38,7 @@ from scipy.stats import kendalltau
 
 from bench.common.markdown_sections import write_section
 from bench.common.server import data_dir, fresh_database, running_server
-from evalplan.core.backtest import _predict, _select, run_backtest, split_models
+from evalplan.core.backtest.backtest import _predict, _select, run_backtest, split_models
 
 START, END = "<!-- e2e-score-coreset -->", "<!-- /e2e-score-coreset -->"
 BENCH = "musr"

@@ -38,8 +38,8 @@ from sqlalchemy import delete  # noqa: E402
 
 from bench.common.markdown_sections import write_section as write_marked_section
 from bench.common.server import data_dir  # noqa: E402
-from evalplan.core.embedder import load_embedder  # noqa: E402
-from evalplan.core.embedding_text import item_text  # noqa: E402
+from evalplan.core.embedding.embedder import load_embedder  # noqa: E402
+from evalplan.core.embedding.embedding_text import item_text  # noqa: E402
 from evalplan.db.migrate import upgrade  # noqa: E402
 from evalplan.db.models import Embedding  # noqa: E402
 from evalplan.embeddings.repository import load_embeddings  # noqa: E402

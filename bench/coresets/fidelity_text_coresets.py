@@ -16,9 +16,9 @@ What it does:
    two calibration folds; random (20 seeds; plus 1000 draws as a reference distribution), DPP
    (cov / cos / cov-MI), k-center, k-means (5 seeds). One benchmark, so Cap-MRE (eq. 4) = MRE.
    Missing scores: a model's true score is its mean over its observed items, its coreset estimate
-   the mean over its observed coreset items (``evalplan.core.metrics``).
+   the mean over its observed coreset items (``evalplan.core.coresets.metrics``).
 3. Interval coverage: for every model the 95% interval of
-   ``evalplan.core.prediction.estimate_from_coreset`` from its coreset scores, called as the predict
+   ``evalplan.core.coresets.prediction.estimate_from_coreset`` from its coreset scores, called as the predict
    endpoint calls it (N = 805 items, range [0, 1], not binary); coverage = fraction of models whose
    true full-benchmark score lies inside; mean width.
 
@@ -43,10 +43,10 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section as write_marked_section
 from bench.common.shared_data import data_dir
-from evalplan.core.embedder import PACKAGED_MODEL, load_embedder
-from evalplan.core.embedding_text import item_text, text_hash
-from evalplan.core.metrics import coreset_errors
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.coresets.metrics import coreset_errors
+from evalplan.core.coresets.prediction import estimate_from_coreset
+from evalplan.core.embedding.embedder import PACKAGED_MODEL, load_embedder
+from evalplan.core.embedding.embedding_text import item_text, text_hash
 from evalplan.core.selection import TEXT_METHODS
 from evalplan.core.selection.tuning import DEFAULT_GRID, tune_alpha
 

@@ -5,7 +5,7 @@
 ``bench/results/interval_calibration/``; ``--render --write docs/RESULTS.md`` assembles every stored
 piece into the section (``--write`` after a run does both).
 
-Protocol: :func:`evalplan.core.backtest.split_models` (30 stratified references, every other model held
+Protocol: :func:`evalplan.core.backtest.backtest.split_models` (30 stratified references, every other model held
 out), a 10% coreset selected on the references, the predictor fitted on them; held-out coverage and
 mean width at 80/90/95% of three half-widths, all computed from the references alone:
 
@@ -14,15 +14,15 @@ mean width at 80/90/95% of three half-widths, all computed from the references a
   on ten folds);
 * ``loo_fixed``: the same quantile of leave-one-reference-out errors of the predictor on the chosen
   coreset (selection not refitted: no account of selection, the pre-issue-9 rule);
-* ``calibrated`` (the default since issue 16, ``evalplan.core.intervals.calibrated_half_width``): scale
+* ``calibrated`` (the default since issue 16, ``evalplan.core.coresets.intervals.calibrated_half_width``): scale
   ``sqrt(RMS cross-fitted * RMS loo_fixed)``, shape the conformal quantile of both sets'
   standardised errors pooled.
 
 Methods: the score-based selectors with their service predictor (``PREDICTOR``); ``auto``
-(``evalplan.core.auto.auto_select``, default selectors; cross-fitted = its outer-fold errors, loo_fixed =
+(``evalplan.core.coresets.auto.auto_select``, default selectors; cross-fitted = its outer-fold errors, loo_fixed =
 its ``fixed_errors``, as the service stores them; no time cap; on alpacaeval1 without mRMR, too slow
 there); ``irt`` (tinyBenchmarks' anchors, both gp-IRT and
-p-IRT rows from one fit; cross-fitted = :func:`evalplan.core.irt.irt_cross_fitted_errors` on 5 folds,
+p-IRT rows from one fit; cross-fitted = :func:`evalplan.core.irt.irt.irt_cross_fitted_errors` on 5 folds,
 loo_fixed = the in-sample residuals, as the service; the old rule for IRT was conformal on the
 in-sample residuals, i.e. the ``loo_fixed`` column). ``--irt-epochs`` (default 100, tinyBenchmarks'
 2000 is out of reach on the shared cores) applies to every IRT fit.
@@ -30,7 +30,7 @@ in-sample residuals, i.e. the ``loo_fixed`` column). ``--irt-epochs`` (default 1
 Data set ``helm_lite_overall`` is the multi-benchmark case: the five HELM Lite benchmarks on their
 common models, one split per seed (stratified on the mean of the five), a 10% coreset per
 benchmark; the overall estimate is the mean of the five and its errors the per-reference means of
-the benchmarks' errors (``evalplan.core.intervals.pooled_errors``), as the service's ``overall``. The HELM
+the benchmarks' errors (``evalplan.core.coresets.intervals.pooled_errors``), as the service's ``overall``. The HELM
 Lite data carry no capability groups (each benchmark is its own capability, i.e. its row above).
 """
 
@@ -46,10 +46,15 @@ import numpy as np
 
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores as load
-from evalplan.core.auto import DEFAULT_METHODS, auto_select
-from evalplan.core.backtest import _factory, _select, _selection_aware_errors, split_models
-from evalplan.core.intervals import calibrated_half_width, interval_from_errors, loo_conformal_interval, pooled_errors
-from evalplan.core.irt import IRTSelection, irt_cross_fitted_errors, irt_predictor_for
+from evalplan.core.backtest.backtest import _factory, _select, _selection_aware_errors, split_models
+from evalplan.core.coresets.auto import DEFAULT_METHODS, auto_select
+from evalplan.core.coresets.intervals import (
+    calibrated_half_width,
+    interval_from_errors,
+    loo_conformal_interval,
+    pooled_errors,
+)
+from evalplan.core.irt.irt import IRTSelection, irt_cross_fitted_errors, irt_predictor_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "bench" / "results" / "interval_calibration"

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from evalplan.core.predictors import LAMBDAS_BINARY, LAMBDAS_CONTINUOUS, KernelRidgePredictor
+from evalplan.core.coresets.predictors import LAMBDAS_BINARY, LAMBDAS_CONTINUOUS, KernelRidgePredictor
 
 M, K, REPEATS, TARGET_S = 400, 100, 5, 1.0
 

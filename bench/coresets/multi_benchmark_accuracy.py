@@ -7,7 +7,7 @@ Data (read in place from EVALPLAN_DATA_DIR, default ../shared/data relative to t
 ``helm_lite_med_qa`` (1000) and ``helm_lite_commonsense`` (500): 3504 items, the same 83 models,
 0/1 scores. Rows are aligned by model name.
 
-Protocol: :func:`evalplan.core.suite_backtest.run_suite_backtest` (its module docstring), i.e. what
+Protocol: :func:`evalplan.core.backtest.suite_backtest.run_suite_backtest` (its module docstring), i.e. what
 the service does for one multi-benchmark score-based coreset, and what ``POST /v1/backtests``
 with ``suite: true`` runs: references drawn once on the overall score (stratified, M = 30, the
 other 53 models are test models) and shared by the five benchmarks; a TOTAL budget (5% / 10% of
@@ -37,9 +37,9 @@ import numpy as np
 from bench.common import markdown_sections
 from bench.common.shared_data import data_dir
 from evalplan.benchmarks.score_formats import parse_wide_csv
-from evalplan.core.backtest import impute_item_mean
-from evalplan.core.score_scale import ScoreScale
-from evalplan.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
+from evalplan.core.backtest.backtest import impute_item_mean
+from evalplan.core.backtest.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
+from evalplan.core.benchmarks.score_scale import ScoreScale
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "<!-- multi-benchmark -->"
@@ -218,7 +218,7 @@ def main() -> None:
              "",
              f"Suite: the five HELM Lite sets as ONE multi-benchmark coreset ({len(models)} shared models, "
              f"{sum(sizes)} items: " + ", ".join(f"`{d}` {n}" for d, n in zip(DATASETS, sizes)) + "; 0/1). "
-             f"Protocol (`evalplan.core.suite_backtest.run_suite_backtest`, as the service does and as `POST /v1/backtests` "
+             f"Protocol (`evalplan.core.backtest.suite_backtest.run_suite_backtest`, as the service does and as `POST /v1/backtests` "
              f"with `suite: true` runs): M = "
              f"{N_REFERENCE} stratified references (10 bins over the overall score; the same references for every "
              f"benchmark), {n_test} test models, {args.seeds} seeds (each seed = its own reference draw and "

@@ -5,7 +5,7 @@
 
 Per shared data set (read in place from EVALPLAN_DATA_DIR, default ../shared/data) and seed, the
 models are split at random into references (``--ref-frac``, at most ``--max-refs``) and held-out
-models. :func:`evalplan.core.planner.plan_benchmark` sees only the references and recommends (method,
+models. :func:`evalplan.core.backtest.planner.plan_benchmark` sees only the references and recommends (method,
 budget) for each requested half-width. The truth is measured on the held-out models, which the
 planner never saw: each candidate's coreset is selected on all references at every grid budget, its
 predictor fitted on the references, and its interval calibrated as the service does (score-based
@@ -33,10 +33,10 @@ import numpy as np
 
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores as load
-from evalplan.core.backtest import _factory, _fixed_errors, _select, _selection_aware_errors
-from evalplan.core.intervals import interval_from_errors
-from evalplan.core.planner import FULL, PLANNER_PARAMS, budget_grid, parse_candidate, plan_benchmark
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.backtest.backtest import _factory, _fixed_errors, _select, _selection_aware_errors
+from evalplan.core.backtest.planner import FULL, PLANNER_PARAMS, budget_grid, parse_candidate, plan_benchmark
+from evalplan.core.coresets.intervals import interval_from_errors
+from evalplan.core.coresets.prediction import estimate_from_coreset
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- planner -->", "<!-- /planner -->"
@@ -163,7 +163,7 @@ def main() -> None:
         START, "## Budget planner: recommendation vs held-out truth (issue 16 §4)", "",
         f"`{cmd}` ({total / 60:.1f} min on 2 shared cores). Per data set the models are split at random into "
         "references (what the planner sees) and held-out models (what it never sees). The planner "
-        "(`evalplan.core.planner`, candidates "
+        "(`evalplan.core.backtest.planner`, candidates "
         f"{args.methods}) recommends the smallest budget whose backtested {args.level:g} interval half-width on "
         "the references is <= ± h; the held-out columns build that coreset on all references and measure it on "
         "the held-out models. *Truly smallest* = the smallest grid budget at which some candidate's held-out "

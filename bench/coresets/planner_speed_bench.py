@@ -2,7 +2,7 @@
 
 ``nice -n 10 python -m bench.coresets.planner_speed_bench [--repeats 2] [--write docs/PERFORMANCE.md]``
 
-What the plan job runs (``evalplan.plans.tasks.run_plan_job``): :func:`evalplan.core.planner.plan_benchmark`
+What the plan job runs (``evalplan.plans.tasks.run_plan_job``): :func:`evalplan.core.backtest.planner.plan_benchmark`
 under one BLAS thread, with the service's defaults (candidates, budget grid, 3 backtest seeds) on
 ``openllm_v2_musr`` with 426 references (three models held out, as in the issue's report), half-width 0.02 at
 the 0.95 level. Reported per repeat: wall time, the plan (method, items) and the 1-minute load average at the
@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores
-from evalplan.core.planner import plan_benchmark
+from evalplan.core.backtest.planner import plan_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- planner-speed -->", "<!-- /planner-speed -->"

@@ -13,7 +13,7 @@ Data (read in place from EVALPLAN_DATA_DIR, default ../shared/data relative to t
   (kernel ridge in range, AIPW for targets outside the references' coreset-mean range).
 * Coverage of the 90% leave-one-reference-out split-conformal interval on the test models.
 
-Everything goes through :func:`evalplan.core.backtest.run_backtest`. Compute knobs (defaults chosen
+Everything goes through :func:`evalplan.core.backtest.backtest.run_backtest`. Compute knobs (defaults chosen
 to keep the whole run within ~10 minutes on 2 CPU cores): ``--ap-n-init`` (AnchorPoints
 k-medoids restarts, library default 5) and ``--search-trials`` (Search+ random coresets, paper
 10000, library default 1000).
@@ -32,8 +32,8 @@ import numpy as np
 from bench.common.markdown_sections import write_section
 from bench.common.shared_data import data_dir
 from evalplan.benchmarks.score_formats import parse_wide_csv
-from evalplan.core.backtest import run_backtest, summarize
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.backtest.backtest import run_backtest, summarize
+from evalplan.core.benchmarks.score_scale import ScoreScale
 
 ROOT = Path(__file__).resolve().parents[2]
 START = "<!-- score-coresets -->"
@@ -159,11 +159,11 @@ def main() -> None:
     parts = [START, "<!-- written by `python -m bench.coresets.score_coreset_accuracy --write docs/RESULTS.md` -->",
              "## Score-based coresets on OpenLLM-v2 (paper 002 §3.1 / App. L.1): backtest",
              "",
-             f"Protocol: `evalplan.core.backtest.run_backtest`; M = 30 references, {args.seeds} seeds (each seed = its "
+             f"Protocol: `evalplan.core.backtest.backtest.run_backtest`; M = 30 references, {args.seeds} seeds (each seed = its "
              "own reference draw and selector seed); RMSE / MAE in accuracy points (x100), mean ± s.e. over "
              "seeds; Kendall = tau-b over the test models; Agreement = item-level agreement (003 App. C.1: fraction of "
              "all items whose predicted 0/1 correctness matches, coreset items observed; n/a for predictors without "
-             "item-level predictions, see src/evalplan/core/item_predictions.py); cov90 = fraction of test models inside the 90% "
+             "item-level predictions, see src/evalplan/core/coresets/item_predictions.py); cov90 = fraction of test models inside the 90% "
              "cross-fitted conformal interval (selector and predictor refitted on ten folds of the references, "
              "see the coverage section; the guard keeps leave-one-reference-out residuals; n/a for gp-IRT: no "
              "interval); Φ = Nogueira "
@@ -206,7 +206,7 @@ def main() -> None:
               "the random-split runs)", "",
               "Cross-fitted intervals: the references are split into ten folds; in each, the selector *and* the "
               "predictor are refitted without the fold and its references' errors recorded; the interval is the "
-              "estimate ± the ceil(0.9 (M+1))-th smallest |error| (`evalplan.core.intervals.cross_fitted_errors`, what "
+              "estimate ± the ceil(0.9 (M+1))-th smallest |error| (`evalplan.core.coresets.intervals.cross_fitted_errors`, what "
               "the service stores at coreset creation). `random` = references drawn uniformly, so the test models "
               "are exchangeable with them (the setting conformal guarantees are about); `stratified` = the "
               "paper's design above, references spread evenly over ten score bins, i.e. NOT a sample from the "

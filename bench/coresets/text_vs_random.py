@@ -12,7 +12,7 @@ For each split and budget k the coreset is selected as the service selects it --
 ``stratified_random`` and ``random`` (``RANDOM_DRAWS`` seeds each per split), plus a bench-only control,
 *difficulty-stratified random* (the hybrid's strata, uniform draws inside them), which separates what the
 strata give from what facility location inside them gives. On the targets: RMSE of the overall estimate
-(score units, ``evalplan.core.vs_random.overall_errors``, what predict returns), MRE (eq. 5), and coverage /
+(score units, ``evalplan.core.backtest.vs_random.overall_errors``, what predict returns), MRE (eq. 5), and coverage /
 width of the 95% interval of ``estimate_from_coreset`` as the predict endpoint computes it. Ratios are to
 random in the same run (pooled RMSE over splits x targets, random also over its draws).
 
@@ -38,13 +38,13 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.coresets.fidelity_text_coresets import DATASET, data_dir, embed_cached, load_alpacaeval
-from evalplan.core.embedding_text import item_text
-from evalplan.core.metrics import mre
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.backtest.vs_random import KEEP_RATIO_THRESHOLD, overall_errors, rmse, truth
+from evalplan.core.coresets.metrics import mre
+from evalplan.core.coresets.prediction import estimate_from_coreset
+from evalplan.core.embedding.embedding_text import item_text
 from evalplan.core.selection import REFERENCE_TEXT_METHODS, TEXT_METHODS
 from evalplan.core.selection.baselines import stratified_counts
 from evalplan.core.selection.hybrid import difficulty_strata, item_difficulty
-from evalplan.core.vs_random import KEEP_RATIO_THRESHOLD, overall_errors, rmse, truth
 from evalplan.coresets.families.text import vs_random_diagnostics
 
 KS = (20, 40, 80)

@@ -1,4 +1,4 @@
-"""tinyBenchmarks' own code next to ``evalplan.core.irt`` on shared data (issue 16 §"faithful IRT").
+"""tinyBenchmarks' own code next to ``evalplan.core.irt.irt`` on shared data (issue 16 §"faithful IRT").
 
 ``nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side [--data helm_lite_math ...] [--budget 0.1]
 [--epochs 2000] [--write docs/RESULTS.md] [--dump DIR] [--render]``
@@ -35,8 +35,8 @@ from scipy.stats import kendalltau
 
 from bench.common.markdown_sections import write_section
 from bench.coresets.score_coreset_accuracy import load
-from evalplan.core.backtest import split_models
-from evalplan.core.irt import IRTPredictor, IRTSelection
+from evalplan.core.backtest.backtest import split_models
+from evalplan.core.irt.irt import IRTPredictor, IRTSelection
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- tinybenchmarks-side-by-side -->", "<!-- /tinybenchmarks-side-by-side -->"
@@ -47,7 +47,7 @@ TOLERANCE = 0.10  # issue 35 item 2 (issue 25 item 2 asked 0.15): gp-IRT RMSE wi
 def split(Y: np.ndarray, seed: int = 0, n_ref: int | None = None, how: str = "random"
           ) -> tuple[np.ndarray, np.ndarray]:
     """(references, held out): 30% of the models held out (the default), or ``n_ref`` references chosen by
-    :func:`evalplan.core.backtest.split_models` (``how``: random or stratified on the full score; issue 35
+    :func:`evalplan.core.backtest.backtest.split_models` (``how``: random or stratified on the full score; issue 35
     item 2's splits) and every other model held out."""
     if n_ref is not None:
         ref, test = split_models(Y.mean(axis=1), n_ref, how, np.random.default_rng(seed))
@@ -148,7 +148,7 @@ def split_label(r: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    out = [START, "## tinyBenchmarks' own code vs `evalplan.core.irt` (irt / gp_irt / p_irt), same data, same run", "",
+    out = [START, "## tinyBenchmarks' own code vs `evalplan.core.irt.irt` (irt / gp_irt / p_irt), same data, same run", "",
            "One row per run of `nice -n 10 python -m bench.coresets.tinybenchmarks_side_by_side --data DATA --budget B "
            "--epochs E --write docs/RESULTS.md` (rows kept in `bench/results/tinybenchmarks_side_by_side/`; the exact "
            "commands are listed below the table). The peer (felipemaiapolo/tinyBenchmarks + its py-irt fork) runs its "
@@ -156,7 +156,7 @@ def markdown(rows: list[dict]) -> str:
            "(`bench/peers/tinybenchmarks_driver.py`); ours is `IRTSelection` + `IRTPredictor`. Same matrix (missing "
            "cells imputed by the item mean), same seeded split (30% of the models held out, the rest are the "
            "references; where the data cell says \"(N stratified / random refs)\", `--n-ref N --split S`: N "
-           "references chosen by `evalplan.core.backtest.split_models`, every other model held out, issue 35 "
+           "references chosen by `evalplan.core.backtest.backtest.split_models`, every other model held out, issue 35 "
            "item 2), budget B of the items, their defaults (D in {5, 10} by their validation heuristic, E SVI "
            "epochs, lr 0.1, seed 42). RMSE in points (x100) on the held-out models; τ = Kendall tau-b; "
            f"Δ = abs(gp-IRT RMSE peer - ours) in points, ✓ when within {TOLERANCE} (issue 35 item 2; issue 25 asked 0.15).", "",

@@ -7,10 +7,10 @@ Held out: microsoft/Orca-2-13b (the issue's example) and two models drawn with s
 the references. Rules, each on a 10% coreset (76 items):
 
 * ``mrmr+kernel_ridge``, the service's ``calibrated`` rule, without and with the top-decile widening
-  (:func:`evalplan.core.intervals.top_widened_interval`), on the references' cross-fitted (selection refitted
+  (:func:`evalplan.core.coresets.intervals.top_widened_interval`), on the references' cross-fitted (selection refitted
   on ten folds) and fixed-coreset errors, as ``bench.coresets.interval_calibration``; one coreset, so per model
   the interval covers or not;
-* ``design`` (``params.interval: "design"``, :mod:`evalplan.core.design_coreset`): its coverage is over the
+* ``design`` (``params.interval: "design"``, :mod:`evalplan.core.coresets.design_coreset`): its coverage is over the
   draw, so it is measured over ``--draws`` seeded draws (coverage and mean width per model).
 """
 
@@ -26,8 +26,8 @@ import numpy as np
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import data_dir, load_scores
 from bench.coresets.interval_calibration import one_benchmark
-from evalplan.core.design_coreset import design_coreset, design_estimate
-from evalplan.core.intervals import calibrated_half_width, top_widened_interval
+from evalplan.core.coresets.design_coreset import design_coreset, design_estimate
+from evalplan.core.coresets.intervals import calibrated_half_width, top_widened_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- musr-top-models -->", "<!-- /musr-top-models -->"

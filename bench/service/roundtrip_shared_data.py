@@ -18,7 +18,7 @@ import httpx
 from bench.common.markdown_sections import write_section
 from bench.common.server import data_dir, fresh_database, running_server
 from evalplan.benchmarks.score_formats import parse_wide_csv
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.benchmarks.score_scale import ScoreScale
 
 
 def scale_for(csv_bytes: bytes) -> dict:

@@ -42,12 +42,12 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.sessions.sequential_accuracy_bench import load
+from evalplan.core.backtest.sequential_backtest import EXTRAPOLATION_GAP, replay
 from evalplan.core.sequential import BucketPrior, SessionConfig
 from evalplan.core.sequential.active_design import ActiveDesignEstimator
 from evalplan.core.sequential.methods import ESTIMATORS
 from evalplan.core.sequential.refgp import ref_features
 from evalplan.core.sequential.stopping import BettingCS, StopRule
-from evalplan.core.sequential_backtest import EXTRAPOLATION_GAP, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "bench" / "results" / "active_design"

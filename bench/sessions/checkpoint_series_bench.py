@@ -13,7 +13,7 @@ need markedly fewer items for the same precision? Built from ../shared/data, two
   or checkpoint 4 only (``last``), or checkpoint 4 observed on a random 20% of the items (``partial``:
   what an earlier session leaves). W is drawn uniformly among the models 5-15 points below T.
 
-Each (target, method, prior) is one session (``evalplan.core.sequential_backtest.replay``) on the same
+Each (target, method, prior) is one session (``evalplan.core.backtest.sequential_backtest.replay``) on the same
 references (100 at most, drawn at random among the other models); the prior with checkpoints is
 ``evalplan.core.sequential.checkpoints.with_previous``, exactly what ``POST /v1/sessions`` builds.
 Reported: mean items until the 95% half-width is <= 0.02 and <= 0.03 (censored at the session
@@ -38,11 +38,11 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.sessions.sequential_accuracy_bench import data_dir, load
+from evalplan.core.backtest.sequential_backtest import fill_reference_means, first_stop, replay, session_estimators
 from evalplan.core.sequential import BucketPrior, SessionConfig
 from evalplan.core.sequential.active_design import ActiveDesignEstimator
 from evalplan.core.sequential.checkpoints import with_previous
 from evalplan.core.sequential.stopping import StopRule
-from evalplan.core.sequential_backtest import fill_reference_means, first_stop, replay, session_estimators
 
 BEGIN, END = "<!-- checkpoint-series -->", "<!-- /checkpoint-series -->"
 SERIES = [

@@ -7,7 +7,7 @@ interpreter (``--faq-python``, default /work/peers/faq-venv/bin/python: a venv t
 venv's torch/pandas/scipy/sklearn/tqdm through a .pth file and adds matplotlib, which their scripts import);
 ``bench/peers/faq_driver.py`` calls their ``factor_models_final.py`` and ``faq_final.trial`` on one piece.
 
-Pieces = the sequential backtest's (``evalplan.core.sequential_backtest.split_targets``: same regimes,
+Pieces = the sequential backtest's (``evalplan.core.backtest.sequential_backtest.split_targets``: same regimes,
 seed 0, reference cap 100, extrapolation gap 20%), on the 8 shared data sets. Targets per piece:
 min(``--targets``, models - gap - 25), so that at least 25 references remain. Items: those every target
 of the piece has a score for (all items except on alpacaeval1); a target's truth is its mean there.
@@ -25,7 +25,7 @@ Per (piece, budget), every method's estimate and 95% interval on every target:
   replacement, as in their paper.
 * ``uniform``: items drawn uniformly without replacement, the sample mean, Wald interval with the finite
   population correction, ``--seeds`` seeds (numpy; the reference for ESS, and a check: its ESS is ~1).
-* ``--methods`` (ours, through ``evalplan.core.sequential_backtest.replay``, the same session engine as
+* ``--methods`` (ours, through ``evalplan.core.backtest.sequential_backtest.replay``, the same session engine as
   the backtest and the service): on the first ``--our-targets`` targets of the piece, ``--our-seeds``
   seeds; one session per (target, seed) run to the largest budget, read at each budget.
 
@@ -70,7 +70,7 @@ import numpy as np
 from bench.common.markdown_sections import write_section
 from bench.common.pieces import load_pieces, piece_path
 from bench.sessions.sequential_accuracy_bench import data_dir, load
-from evalplan.core.sequential_backtest import EXTRAPOLATION_GAP, REGIMES, fill_reference_means, split_targets
+from evalplan.core.backtest.sequential_backtest import EXTRAPOLATION_GAP, REGIMES, fill_reference_means, split_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "bench" / "results" / "faq_side_by_side"
@@ -309,9 +309,9 @@ def run_ours(method: str, P: dict[str, Any], budgets: list[dict[str, Any]], n_ta
             for k in keys:
                 traj.setdefault(k, []).append(rows[k])
     else:
+        from evalplan.core.backtest.sequential_backtest import replay, session_estimators
         from evalplan.core.sequential.config import SessionConfig
         from evalplan.core.sequential.prior import BucketPrior
-        from evalplan.core.sequential_backtest import replay, session_estimators
 
         factory = session_estimators()[method]
         prior = BucketPrior.from_reference_scores(P["R"])

@@ -1,4 +1,4 @@
-"""Coverage of the paired comparison ("is B better than A?", ``evalplan.core.paired``) on real models.
+"""Coverage of the paired comparison ("is B better than A?", ``evalplan.core.sequential.paired``) on real models.
 
 For each shared data set: pairs of real models (A, B) of three kinds (``random``: any two models;
 ``neighbours``: adjacent in the full-benchmark ranking, the small differences a CI system asks about;
@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.common.markdown_sections import write_section
 from bench.common.shared_data import load_scores
-from evalplan.core.paired import paired_interval, paired_sequence
+from evalplan.core.sequential.paired import paired_interval, paired_sequence
 
 BEGIN, END = "<!-- paired-coverage -->", "<!-- /paired-coverage -->"
 DATASETS = ("openllm_v2_musr", "openllm_v2_math_hard", "helm_lite_gsm", "helm_lite_math", "helm_lite_mmlu",

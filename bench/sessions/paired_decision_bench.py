@@ -4,7 +4,7 @@ items it costs, against two independent ``random`` sessions, on the checkpoint s
 pseudo-checkpoints: the target T vs its checkpoint 4 of 5, fully scored, or scored on a random 20% of the items,
 i.e. compared to an earlier session).
 
-Each (case, seed) runs :class:`evalplan.core.paired.PairedSession` exactly as ``POST /v1/sessions`` with
+Each (case, seed) runs :class:`evalplan.core.sequential.paired.PairedSession` exactly as ``POST /v1/sessions`` with
 ``compare_to`` and ``delta`` does (uniform draws from the comparator's scored items, the betting confidence
 sequence on the paired differences, a stop at the first n >= 10 whose interval supports better / worse /
 within +-delta). A decision is wrong when the true difference on those items (known here) contradicts it.
@@ -30,7 +30,7 @@ from scipy.stats import hypergeom
 from bench.common.markdown_sections import write_section
 from bench.sessions.checkpoint_series_bench import cases
 from bench.sessions.sequential_accuracy_bench import data_dir, load
-from evalplan.core.paired import PairedSession
+from evalplan.core.sequential.paired import PairedSession
 
 BEGIN, END = "<!-- paired-decision -->", "<!-- /paired-decision -->"
 KINDS = {"release": "release series (latest vs previous release)",
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `EVALPLAN_DATA_DIR={data_dir()} nice -n 10 {cmd}` ({time.perf_counter() - t0:.0f} s). Cases as in "
         "`bench/sessions/checkpoint_series_bench.py` (release series; pseudo-checkpoints mixing a target T and a weaker "
         f"model W); {args.seeds} paired sessions (seeds) per case, each run as `POST /v1/sessions` with `compare_to` "
-        "runs it (`evalplan.core.paired.PairedSession`). Wrong: the decision contradicts the true difference on the "
+        "runs it (`evalplan.core.sequential.paired.PairedSession`). Wrong: the decision contradicts the true difference on the "
         "comparator's items. Baselines (complete comparators): a `random` session on the target plus one on the "
         "comparator, each to its own 95% ±delta (exact finite-population interval); and the two run together until "
         "the normal interval of their difference supports a decision by the same rule (looked at after every pair "

@@ -13,7 +13,7 @@ allenai/fluid-benchmarking, outside the project; nothing of theirs is imported b
   (``proeval/__init__.py`` imports its LLM clients; the sampler modules are loaded without it.)
   Each peer runs in a subprocess with ``--peer-python`` in its own folder.
 * Fluid Benchmarking: ``fluid_benchmarking.engine.run_fluid_benchmarking`` (MAP, its defaults) with
-  the IRT parameters ``fluid_irt`` uses (ours, from ``evalplan.core.irt_jml.fit_2pl``; the peer fits them with
+  the IRT parameters ``fluid_irt`` uses (ours, from ``evalplan.core.irt.irt_jml.fit_2pl``; the peer fits them with
   py-irt): compared with ``fluid_irt``: the items chosen and the abilities.
 """
 

@@ -1,5 +1,5 @@
 """Evidence bench of issue 11: every session method side by side on ../shared/data, held-out targets
-replayed as sessions (``evalplan.core.sequential_backtest``, what ``POST /v1/backtests`` with
+replayed as sessions (``evalplan.core.backtest.sequential_backtest``, what ``POST /v1/backtests`` with
 ``sequential: true`` runs).
 
 Per data set and regime (interpolation, extrapolation as docs/RESULTS.md defines them): MAE and
@@ -32,8 +32,8 @@ import numpy as np
 from bench.common.markdown_sections import write_section
 from bench.common.pieces import load_pieces, piece_path
 from bench.sessions.sequential_accuracy_bench import data_dir, load
+from evalplan.core.backtest.sequential_backtest import REGIMES, run_sequential_backtest, session_estimators
 from evalplan.core.sequential.stopping import StopRule
-from evalplan.core.sequential_backtest import REGIMES, run_sequential_backtest, session_estimators
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "bench" / "results" / "sequential_backtest"
@@ -84,7 +84,7 @@ def render(pieces: list[dict[str, Any]]) -> str:
     lines = [BEGIN, "<!-- written by `python -m bench.sessions.sequential_backtest_bench --write docs/RESULTS.md` -->",
              "### Sequential sessions, every method side by side: held-out targets replayed as sessions (issue 11)",
              "",
-             "Engine: `evalplan.core.sequential_backtest.run_sequential_backtest` (= `POST /v1/backtests` with "
+             "Engine: `evalplan.core.backtest.sequential_backtest.run_sequential_backtest` (= `POST /v1/backtests` with "
              "`sequential: true`). Full command in `bench/sessions/sequential_backtest_bench.py`'s docstring; each "
              "(data set, regime) piece below names its methods and when it ran. Protocol: interpolation = "
              "random targets, references = the other models (at most 100, drawn at random); extrapolation = "

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from evalplan.core.backtest import run_backtest
+from evalplan.core.backtest.backtest import run_backtest
 from support.helpers import upload_matrix, wait_for_job
 
 N_MODELS, N_ITEMS = 40, 50

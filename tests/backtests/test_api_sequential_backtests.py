@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from evalplan.cli import main as cli_main
+from evalplan.core.backtest.sequential_backtest import markdown_table, run_sequential_backtest, session_estimators
 from evalplan.core.sequential.stopping import StopRule
-from evalplan.core.sequential_backtest import markdown_table, run_sequential_backtest, session_estimators
 from support.helpers import upload_matrix, wait_for_job
 
 N_MODELS, N_ITEMS = 30, 60

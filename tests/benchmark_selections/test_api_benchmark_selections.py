@@ -1,5 +1,5 @@
 """Benchmark-level selection over HTTP (paper 000 §4.4): the stored selection and imputation model equal
-``evalplan.core.benchmark_selection`` run directly; the score-derived matrix equals per-benchmark model
+``evalplan.core.benchmarks.benchmark_selection`` run directly; the score-derived matrix equals per-benchmark model
 means; every bad input is a problem+json 422/404 that stores nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from evalplan.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
+from evalplan.core.benchmarks.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
 from evalplan.db.models import BenchmarkSelection
 from support.helpers import assert_problem, create_benchmark, upload_scores_csv
 

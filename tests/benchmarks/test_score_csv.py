@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalplan.benchmarks.score_formats import format_score, parse_long_json, parse_wide_csv, write_wide_csv
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.benchmarks.score_scale import ScoreScale
 from evalplan.kit.errors import InvalidInput
 
 UNIT = ScoreScale("continuous", 0.0, 1.0)

@@ -1,5 +1,5 @@
 """``POST /v1/comparisons`` (and GET): sessions side by side, the paired difference on the common
-items equal to ``evalplan.core.paired``'s numbers, the anytime sequence, bad input, team scoping."""
+items equal to ``evalplan.core.sequential.paired``'s numbers, the anytime sequence, bad input, team scoping."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from evalplan.core.paired import paired_interval, paired_sequence
+from evalplan.core.sequential.paired import paired_interval, paired_sequence
 from support.helpers import assert_problem, upload_matrix
 from support.teams import (
     Teams,

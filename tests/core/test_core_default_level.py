@@ -6,10 +6,10 @@ from __future__ import annotations
 import inspect
 
 from evalplan import charts
-from evalplan.core.backtest import run_backtest
-from evalplan.core.intervals import guarded_predict, loo_conformal_interval
+from evalplan.core.backtest.backtest import run_backtest
+from evalplan.core.backtest.suite_backtest import run_suite_backtest
+from evalplan.core.coresets.intervals import guarded_predict, loo_conformal_interval
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
-from evalplan.core.suite_backtest import run_suite_backtest
 
 
 def test_every_level_default_is_the_service_default() -> None:

@@ -1,22 +1,22 @@
 """Unit tests of evalplan.core.selection.hybrid (facility location within difficulty strata) and
-evalplan.core.vs_random (backtest of a selection against random coresets). No database."""
+evalplan.core.backtest.vs_random (backtest of a selection against random coresets). No database."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evalplan.core.selection import REFERENCE_TEXT_METHODS, TEXT_METHODS
-from evalplan.core.selection.baselines import stratified_counts
-from evalplan.core.selection.facility_location import FacilityLocation
-from evalplan.core.selection.hybrid import HybridFacilityLocation, difficulty_strata, item_difficulty
-from evalplan.core.vs_random import (
+from evalplan.core.backtest.vs_random import (
     compare_to_random,
     crossfit_errors,
     overall_errors,
     recommendation,
     reference_folds,
 )
+from evalplan.core.selection import REFERENCE_TEXT_METHODS, TEXT_METHODS
+from evalplan.core.selection.baselines import stratified_counts
+from evalplan.core.selection.facility_location import FacilityLocation
+from evalplan.core.selection.hybrid import HybridFacilityLocation, difficulty_strata, item_difficulty
 
 
 def data(seed: int = 0, n: int = 120, d: int = 6, n_bench: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.feature_selection import mutual_info_regression
 
-from evalplan.core import mutual_information as M
+from evalplan.core.selection import mutual_information as M
 from evalplan.core.selection.mrmr import MIQ_EPS, MRMR
 
 

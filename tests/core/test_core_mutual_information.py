@@ -5,7 +5,7 @@ from sklearn.feature_selection import mutual_info_regression
 from sklearn.feature_selection._mutual_info import _compute_mi_cc, _compute_mi_cd
 from sklearn.metrics import mutual_info_score
 
-from evalplan.core import mutual_information as M
+from evalplan.core.selection import mutual_information as M
 
 
 def test_plugin_hand_computation():

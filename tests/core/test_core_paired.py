@@ -1,4 +1,4 @@
-"""Paired comparison (``evalplan.core.paired``): the finite-population t interval, its coverage on a
+"""Paired comparison (``evalplan.core.sequential.paired``): the finite-population t interval, its coverage on a
 synthetic population sampled without replacement, the anytime-valid sequence, bad input."""
 
 from __future__ import annotations
@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from evalplan.core.paired import PairedSession, decision_of, normal_difference, paired_interval, paired_sequence
+from evalplan.core.sequential.paired import (
+    PairedSession,
+    decision_of,
+    normal_difference,
+    paired_interval,
+    paired_sequence,
+)
 
 
 def population(seed: int = 0, N: int = 600) -> tuple[np.ndarray, np.ndarray]:

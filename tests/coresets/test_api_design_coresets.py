@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 from test_api_score_coresets import N_ITEMS, create, make_suite, stored_fits, target_scores, upload
 
-from evalplan.core.design_coreset import DesignCoreset, design_estimate, mean_of_estimates
+from evalplan.core.coresets.design_coreset import DesignCoreset, design_estimate, mean_of_estimates
 from evalplan.db.models import Coreset
 
 LEVEL = 0.95

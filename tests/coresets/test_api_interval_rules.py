@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from test_api_score_coresets import N_ITEMS, N_REF, create, make_suite, stored_fits, target_scores, upload
 
-from evalplan.core.intervals import (
+from evalplan.core.coresets.intervals import (
     fixed_coreset_errors,
     pooled_errors,
     shrinkage_extended_interval,
     top_widened_interval,
 )
-from evalplan.core.predictors import KernelRidgePredictor
+from evalplan.core.coresets.predictors import KernelRidgePredictor
 from support.helpers import wait_for_job
 
 LEVEL = 0.95  # every prediction's interval level unless the request asks for another (issue 26 item 5)

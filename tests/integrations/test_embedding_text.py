@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evalplan.core.embedding_text import field_value, has_text, item_text, serialize_value, text_hash
+from evalplan.core.embedding.embedding_text import field_value, has_text, item_text, serialize_value, text_hash
 
 
 def test_prompt_then_target_separated_by_a_blank_line() -> None:

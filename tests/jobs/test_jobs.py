@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from evalplan.auth.scoping import team_scoped_factory
-from evalplan.core.embedder import default_device
+from evalplan.core.embedding.embedder import default_device
 from evalplan.db.models import Benchmark, Job, utcnow
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.jobs import MAX_ATTEMPTS, JobContext, create_job, register, run_job

@@ -1,6 +1,6 @@
 """POST /v1/plans end to end (API.md "Plans", issue 16 §4) on GENERATED 2-PL benchmarks: a two-benchmark
 plan as a real in-process job on both backends (per benchmark {method, budget, expected_rmse,
-interval_width, evidence}, the same numbers as evalplan.core.planner offline, and the suite total), the CLI
+interval_width, evidence}, the same numbers as evalplan.core.backtest.planner offline, and the suite total), the CLI
 on a CSV, and every bad input answered 422 / 404 problem+json with no job created."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from evalplan.cli import main as cli_main
-from evalplan.core.planner import Candidate, plan_benchmark
+from evalplan.core.backtest.planner import Candidate, plan_benchmark
 from support.helpers import assert_problem, upload_matrix, wait_for_job, wide_csv
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from evalplan import charts
 from evalplan.backtests.service import KIND
-from evalplan.core.backtest import summarize
+from evalplan.core.backtest.backtest import summarize
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
 from evalplan.db.models import Job
 
@@ -31,7 +31,7 @@ def backtest_chart(job: Job) -> Any:
 
 def backtest_summary(job: Job) -> list[dict[str, Any]]:
     """Mean and standard error over seeds per (benchmark, method, predictor, budget), as
-    :func:`evalplan.core.backtest.summarize` computes them, benchmark by benchmark."""
+    :func:`evalplan.core.backtest.backtest.summarize` computes them, benchmark by benchmark."""
     rows = (job.result or {}).get("rows") or []
     out: list[dict[str, Any]] = []
     for benchmark in dict.fromkeys(r.get("benchmark") for r in rows):

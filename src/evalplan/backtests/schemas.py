@@ -17,10 +17,10 @@ class BacktestCreate(RequestModel):
     visibility: Visibility = Field("private", description="The backtest job's visibility: private (the owning team "
                                                           "only) or public (readable by every team).")
     sequential: bool = Field(False, description="true: replay held-out models as session targets for each session "
-                                                "method (evalplan.core.sequential_backtest); then methods are session "
-                                                "methods (default all), budgets are item counts (default 25, 50, "
-                                                "100, 200), level defaults to 0.95, and stop / regimes / n_targets "
-                                                "/ reference_cap / max_items / seed apply.")
+                                                "method (evalplan.core.backtest.sequential_backtest); then methods "
+                                                "are session methods (default all), budgets are item counts "
+                                                "(default 25, 50, 100, 200), level defaults to 0.95, and stop / "
+                                                "regimes / n_targets / reference_cap / max_items / seed apply.")
     methods: list[str] | None = Field(None, min_length=1, max_length=100,
                                       description='Selectors: "random", "irt" and the score-based methods '
                                                   "(required); with sequential: session methods.")

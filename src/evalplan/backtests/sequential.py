@@ -1,7 +1,7 @@
 """Sequential backtests (``POST /v1/backtests`` with ``sequential: true``, issue 11 §4): validate the
 request synchronously (422 / 404, nothing stored), then a ``sequential_backtest`` job (queue
 ``cpu``) replays held-out models of each benchmark as session targets for every requested session
-method (:func:`evalplan.core.sequential_backtest.run_sequential_backtest`), one (benchmark, regime) at a
+method (:func:`evalplan.core.backtest.sequential_backtest.run_sequential_backtest`), one (benchmark, regime) at a
 time with progress. Result: ``{sequential: true, rows, setups, targets, budgets, columns}``; a row is
 one (benchmark, regime, method) with ``mae`` / ``rmse`` / ``coverage`` per budget and ``stops``
 (per rule: ``mean_items``, ``median_items``, ``mean_fraction``, ``reached``, ``coverage_at_stop``,
@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from evalplan.backtests.schemas import BacktestCreate
 from evalplan.benchmarks.scores import check_metric, matrix_for
 from evalplan.benchmarks.service import get_benchmark, get_benchmarks, score_range
+from evalplan.core.backtest.sequential_backtest import REGIMES, run_sequential_backtest, session_estimators
 from evalplan.core.sequential.stopping import StopRule, check_level, resolve_max_items
-from evalplan.core.sequential_backtest import REGIMES, run_sequential_backtest, session_estimators
 from evalplan.db.models import Job
 from evalplan.kit.errors import ErrorCollector, InvalidInput
 from evalplan.kit.jobs import JobContext, create_job, register

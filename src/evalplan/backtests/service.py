@@ -1,13 +1,13 @@
 """Backtests of score-based coresets + predictors over stored benchmarks (papers/002 §3, App. L.1).
 
-The science is :func:`evalplan.core.backtest.run_backtest`; this module validates a request against the
+The science is :func:`evalplan.core.backtest.backtest.run_backtest`; this module validates a request against the
 database synchronously (422 / 404 before any job exists), then a ``backtest`` job (queue ``cpu``)
 loads each benchmark's models x items matrix, runs the backtest per (benchmark, method) -- the
 rows equal one call with every method, since splits and selectors depend only on the seed -- and
 stores ``{"rows", "columns", "unavailable"}`` as the job result. NaN metrics are stored as null.
 
 With ``suite: true`` the benchmarks form ONE multi-benchmark coreset
-(:func:`evalplan.core.suite_backtest.run_suite_backtest`): the models scored on every benchmark, shared
+(:func:`evalplan.core.backtest.suite_backtest.run_suite_backtest`): the models scored on every benchmark, shared
 references, each budget a total split over the benchmarks; rows per benchmark plus one row with
 ``benchmark = "overall"`` per (method, predictor, budget, seed).
 
@@ -28,7 +28,7 @@ from evalplan.backtests.sequential import create_sequential_backtest
 from evalplan.benchmarks.score_matrix import models_with_scores
 from evalplan.benchmarks.scores import check_metric
 from evalplan.benchmarks.service import get_benchmarks
-from evalplan.core.backtest import BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS
+from evalplan.core.backtest.backtest import BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS
 from evalplan.coresets.families.score_based import SCORE_BASED
 from evalplan.coresets.registry import BACKTEST_METHODS
 from evalplan.db.models import Benchmark, Item, Job
@@ -38,7 +38,7 @@ from evalplan.kit.jobs import create_job
 KIND = "backtest"
 MIN_REFERENCE = 3
 MAX_SEEDS = 20
-EXTRAPOLATION_POOL = 0.5  # references from the bottom 50% (evalplan.core.backtest.split_models)
+EXTRAPOLATION_POOL = 0.5  # references from the bottom 50% (evalplan.core.backtest.backtest.split_models)
 COLUMNS = ["benchmark", "method", "predictor", "label", "split", "budget", "k", "seed", "n_reference",
            "n_test", "rmse", "mae", "spearman", "kendall", "agreement", "stability", "coverage", "interval_width",
            "frac_flagged", "seconds"]
@@ -112,7 +112,8 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     if len(set(methods)) != len(methods):
         errors.add("a method is listed twice", field="methods")
     plan = _plan_predictors(methods, body.predictors, errors)
-    for m in methods:  # method auto chooses its own predictor (evalplan.core.auto): predictor "auto", and only there
+    # method auto chooses its own predictor (evalplan.core.coresets.auto): predictor "auto", and only there
+    for m in methods:
         if any((p == "auto") != (m == "auto") for p in plan.get(m, [])):
             errors.add("the auto predictor goes with method auto only, and method auto takes only it",
                        field=f"predictors.{m}" if isinstance(body.predictors, dict) else "predictors")

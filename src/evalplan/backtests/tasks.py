@@ -1,8 +1,8 @@
 """The ``backtest`` job (queue ``cpu``): load each benchmark's matrix and replay coresets + predictors.
 
-Per (benchmark, method) ``evalplan.core.backtest.run_backtest`` (the rows equal one call with every
+Per (benchmark, method) ``evalplan.core.backtest.backtest.run_backtest`` (the rows equal one call with every
 method: splits and selectors depend only on the seed); with ``suite`` the benchmarks as ONE
-multi-benchmark coreset (``evalplan.core.suite_backtest``). NaN metrics are stored as null.
+multi-benchmark coreset (``evalplan.core.backtest.suite_backtest``). NaN metrics are stored as null.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 from evalplan.backtests.service import COLUMNS, KIND, UNAVAILABLE
 from evalplan.benchmarks.scores import matrix_for
 from evalplan.benchmarks.service import get_benchmark
-from evalplan.core.backtest import run_backtest
-from evalplan.core.suite_backtest import run_suite_backtest
+from evalplan.core.backtest.backtest import run_backtest
+from evalplan.core.backtest.suite_backtest import run_suite_backtest
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.jobs import JobContext, register
 from evalplan.kit.validation import json_safe
 
 
 def _run_suite(ctx: JobContext, p: dict[str, Any]) -> list[dict[str, Any]]:
-    """The benchmarks as one multi-benchmark coreset (``evalplan.core.suite_backtest``), on the models
+    """The benchmarks as one multi-benchmark coreset (``evalplan.core.backtest.suite_backtest``), on the models
     scored on every benchmark (rows aligned by model)."""
     entries, methods = p["benchmarks"], p["methods"]
     with ctx.session_factory() as session:

@@ -4,7 +4,7 @@ The input is a models x benchmarks summary matrix, either uploaded (``matrix``) 
 stored item scores (``benchmarks``: each model's mean score over the benchmark's scored items, for
 the metric asked for or each benchmark's default metric; only models with a score on at least one of
 the benchmarks; a model without scores on a benchmark is NaN there). The science is
-``evalplan.core.benchmark_selection``: ``BenchmarkSelector`` standardizes every column with the training
+``evalplan.core.benchmarks.benchmark_selection``: ``BenchmarkSelector`` standardizes every column with the training
 mean/std and selects on the correlation matrix Σ̂; eq. 8 imputes the unselected benchmarks.
 
 With ``test_fraction > 0`` the models are split once with ``numpy.random.default_rng(seed)``
@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from evalplan.benchmark_selections import repository as _repository  # noqa: F401  (registers its part of team deletion)
 from evalplan.benchmark_selections.schemas import BenchmarkSelectionCreate
 from evalplan.benchmark_selections.summary_matrix import number_or_nan, summary_matrix
-from evalplan.core.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
+from evalplan.core.benchmarks.benchmark_selection import METHODS, BenchmarkSelector, GaussianImputer, test_r2
 from evalplan.db.models import BenchmarkSelection
 from evalplan.kit.errors import ErrorCollector, InvalidInput, NotFound
 from evalplan.kit.validation import finite_or_none

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalplan.core.score_scale import ScoreScale, parse_score
+from evalplan.core.benchmarks.score_scale import ScoreScale, parse_score
 from evalplan.kit.csv_cells import neutralise, restore
 from evalplan.kit.errors import ErrorCollector, InvalidInput, PayloadTooLarge
 from evalplan.kit.validation import load_json

@@ -18,7 +18,7 @@ from evalplan.auth.names import check_new_names
 from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
 from evalplan.benchmarks import repository as _repository  # noqa: F401  (registers the benchmarks' dependents reader)
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.benchmarks.score_scale import ScoreScale
 from evalplan.db.ids import looks_like_id
 from evalplan.db.models import Benchmark, BenchmarkModel, Item, ModelResponse, ScoreRow, Team
 from evalplan.kit.errors import Conflict, InvalidInput

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import load_matrix, metrics_of, models_with_scores
 from evalplan.benchmarks.scores import check_metric
-from evalplan.core.score_stats import score_matrix_stats
+from evalplan.core.benchmarks.score_stats import score_matrix_stats
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import NotFound
 from evalplan.kit.jobs import create_job

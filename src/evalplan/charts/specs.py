@@ -280,7 +280,7 @@ def plan_curves(plans: Mapping[str, Mapping[str, Any]], *, title: str = "Budget 
     """Per benchmark, the planned interval half-width of every candidate at every budget tried (one line per
     method), the requested half-width (dashed) and the chosen point (a large mark, named ``chosen``).
 
-    ``plans`` maps a benchmark name to its plan (``evalplan.core.planner.plan_benchmark``): ``evidence``
+    ``plans`` maps a benchmark name to its plan (``evalplan.core.backtest.planner.plan_benchmark``): ``evidence``
     rows ``{label, fraction, half_width, expected_rmse}``, ``requested_half_width``, ``fraction``, ``label``.
     """
     panels = []

@@ -4,7 +4,7 @@ file at a time, several as one suite (``--suite``), or the session methods repla
 
 Imported inside the command (kept out of ``evalplan --help``): the CSV parser
 (``evalplan.benchmarks.score_formats``, which loads the web app's schemas) and the static backtests
-(``evalplan.core.backtest``, ``evalplan.core.suite_backtest``: scikit-learn)."""
+(``evalplan.core.backtest.backtest``, ``evalplan.core.backtest.suite_backtest``: scikit-learn)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from evalplan.core import sequential_backtest
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.backtest import sequential_backtest
+from evalplan.core.benchmarks.score_scale import ScoreScale
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL, StopRule
 from evalplan.kit.errors import InvalidInput
 
@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          "(default 0.95)")
     bt.add_argument("--sequential", action="store_true",
                     help="sequential backtest: replay held-out models as session targets for each session method "
-                         "(evalplan.core.sequential_backtest), like POST /v1/backtests with sequential: true")
+                         "(evalplan.core.backtest.sequential_backtest), like POST /v1/backtests with sequential: true")
     bt.add_argument("--regimes", default="interpolation", help="--sequential: interpolation and/or extrapolation")
     bt.add_argument("--targets", type=int, default=20, help="--sequential: held-out targets per regime")
     bt.add_argument("--half-widths", default="0.02",
@@ -62,9 +62,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def backtest_command(args: argparse.Namespace) -> int:
     from evalplan.benchmarks.score_formats import parse_wide_csv
-    from evalplan.core.backtest import DEFAULT_PREDICTOR as DEFAULT_PREDICTORS
-    from evalplan.core.backtest import markdown_table, run_backtest, summarize
-    from evalplan.core.suite_backtest import run_suite_backtest
+    from evalplan.core.backtest.backtest import DEFAULT_PREDICTOR as DEFAULT_PREDICTORS
+    from evalplan.core.backtest.backtest import markdown_table, run_backtest, summarize
+    from evalplan.core.backtest.suite_backtest import run_suite_backtest
 
     uploads = []
     for path in args.scores:

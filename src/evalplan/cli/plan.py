@@ -3,7 +3,7 @@ smallest coreset that reaches +-half-width in backtests on the models, and the s
 
 Imported inside the command (kept out of ``evalplan --help``): the CSV parser and ``json_safe``
 (``evalplan.benchmarks.score_formats``, ``evalplan.kit.validation``: they load the web app's schemas) and the
-planner (``evalplan.core.planner``: scikit-learn)."""
+planner (``evalplan.core.backtest.planner``: scikit-learn)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from evalplan.core.score_scale import ScoreScale
+from evalplan.core.benchmarks.score_scale import ScoreScale
 from evalplan.kit.errors import InvalidInput
 
 
@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def plan_command(args: argparse.Namespace) -> int:
     from evalplan.benchmarks.score_formats import parse_wide_csv
-    from evalplan.core.planner import (
+    from evalplan.core.backtest.planner import (
         DEFAULT_CANDIDATES,
         DEFAULT_FRACTIONS,
         parse_candidate,

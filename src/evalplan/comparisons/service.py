@@ -1,6 +1,6 @@
 """``POST /v1/comparisons``: sessions side by side (estimates, intervals, trajectories) and, for each
 later session against the first (the baseline), the paired difference on the items both observed
-(``evalplan.core.paired``): the finite-population t interval, the anytime-valid confidence sequence
+(``evalplan.core.sequential.paired``): the finite-population t interval, the anytime-valid confidence sequence
 and the difference of the two sessions' own estimates."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import score_range
-from evalplan.core.paired import normal_difference, paired_interval, paired_sequence
+from evalplan.core.sequential.paired import normal_difference, paired_interval, paired_sequence
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
 from evalplan.db.models import EvalSession
 from evalplan.kit.errors import ErrorCollector, InvalidInput

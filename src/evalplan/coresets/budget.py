@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evalplan.core.budget import fraction_counts
+from evalplan.core.benchmarks.budget import fraction_counts
 from evalplan.kit.errors import InvalidInput
 
 

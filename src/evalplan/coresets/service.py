@@ -1,7 +1,7 @@
 """Static coresets (``/v1/coresets``): create (validate, store pending, queue the selection job), read, list.
 
 The method's family (``evalplan.coresets.registry``) validates the request and runs the job; the science
-is ``evalplan.core.selection`` (text), ``evalplan.core.selection.score_based`` / ``evalplan.core.irt`` (score-based)
+is ``evalplan.core.selection`` (text), ``evalplan.core.selection.score_based`` / ``evalplan.core.irt.irt`` (score-based)
 and ``evalplan.core.repcore`` (hidden-state).
 """
 

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.service import get_benchmark
-from evalplan.core.embedding_text import item_text, text_hash
+from evalplan.core.embedding.embedding_text import item_text, text_hash
 from evalplan.db.models import Benchmark, Embedding, Item
 from evalplan.kit.errors import InvalidInput
 

@@ -1,7 +1,7 @@
 """Item-text embeddings: compute the missing ones (the ``embed`` job, ``gpu`` queue) and load them.
 
 Embeddings are cached in the ``embeddings`` table by ``(sha256 of the item text, model name)``
-(``evalplan.core.embedding_text``): re-embedding unchanged text computes nothing, identical texts are
+(``evalplan.core.embedding.embedding_text``): re-embedding unchanged text computes nothing, identical texts are
 embedded once, and a rename or re-upload never re-embeds. Writes are ``INSERT .. ON CONFLICT DO
 NOTHING`` on that key, committed chunk by chunk, so two jobs may race on the same texts and a
 cancelled or crashed job keeps what it finished.
@@ -23,7 +23,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from evalplan.core.embedder import PACKAGED_MODEL, EmbedderLoadError, load_embedder, loaded_embedder
+from evalplan.core.embedding.embedder import PACKAGED_MODEL, EmbedderLoadError, load_embedder, loaded_embedder
 from evalplan.db.models import Item, Job
 from evalplan.embeddings.repository import (
     VECTOR_DTYPE,

@@ -1,4 +1,4 @@
-"""Request model of ``POST /v1/plans`` (API.md "Plans"): the budget planner (``evalplan.core.planner``)."""
+"""Request model of ``POST /v1/plans`` (API.md "Plans"): the budget planner (``evalplan.core.backtest.planner``)."""
 
 from __future__ import annotations
 

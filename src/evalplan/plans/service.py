@@ -1,6 +1,6 @@
 """Budget plans (issue 16 §4): validate ``POST /v1/plans`` against the database synchronously (422 /
 404 before any job exists), then a ``plan`` job (queue ``cpu``, :mod:`evalplan.plans.tasks`) runs
-:func:`evalplan.core.planner.plan_benchmark` on each benchmark's reference matrix."""
+:func:`evalplan.core.backtest.planner.plan_benchmark` on each benchmark's reference matrix."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.service import get_benchmarks
-from evalplan.core.planner import (
+from evalplan.core.backtest.planner import (
     DEFAULT_CANDIDATES,
     min_references,
     parse_candidate,

@@ -1,5 +1,6 @@
 """The ``plan`` job (queue ``cpu``): per benchmark, the references' score matrix and
-:func:`evalplan.core.planner.plan_benchmark`; then the suite total (:func:`evalplan.core.planner.plan_suite`)."""
+:func:`evalplan.core.backtest.planner.plan_benchmark`; then the suite total
+(:func:`evalplan.core.backtest.planner.plan_suite`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from evalplan.benchmarks.score_matrix import load_matrix
 from evalplan.benchmarks.service import get_benchmark, score_range
-from evalplan.core.planner import DEFAULT_FRACTIONS, Candidate, plan_benchmark, plan_suite
+from evalplan.core.backtest.planner import DEFAULT_FRACTIONS, Candidate, plan_benchmark, plan_suite
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.jobs import JobContext, register
 from evalplan.kit.validation import json_safe

@@ -16,9 +16,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks import service as benchmarks
-from evalplan.core.paired import PairedSession
 from evalplan.core.sequential import SessionConfig, make_estimator
 from evalplan.core.sequential.multi_target import MultiTargetEstimator
+from evalplan.core.sequential.paired import PairedSession
 from evalplan.core.sequential.stopping import PrecisionSession
 from evalplan.db.models import Benchmark, EvalSession, SessionObservation
 from evalplan.kit.validation import finite_or_none

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.service import get_benchmarks
-from evalplan.core.benchmark_similarity import benchmark_ordering, benchmark_similarity
+from evalplan.core.benchmarks.benchmark_similarity import benchmark_ordering, benchmark_similarity
 from evalplan.db.models import Benchmark, Item, Job
 from evalplan.embeddings.repository import load_embeddings
 from evalplan.kit.errors import InvalidInput

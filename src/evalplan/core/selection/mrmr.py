@@ -54,14 +54,14 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_array
 
-from evalplan.core.mutual_information import (
+from evalplan.core.selection.base import check_k, check_seed
+from evalplan.core.selection.mutual_information import (
     mi_binary_from_counts,
     mi_binary_matrix,
     mi_ksg_matrix,
     mi_ross_matrix,
     sklearn_jitter,
 )
-from evalplan.core.selection.base import check_k, check_seed
 
 SCHEMES = ("miq", "mid")
 ESTIMATORS = ("auto", "plugin", "ross", "ksg", "ksg_pca")

@@ -44,7 +44,7 @@ from sklearn.linear_model import lars_path
 from sklearn.model_selection import KFold
 from sklearn.utils import check_array
 
-from evalplan.core.predictors import KernelRidgePredictor, RidgePredictor
+from evalplan.core.coresets.predictors import KernelRidgePredictor, RidgePredictor
 from evalplan.core.selection.base import CoresetSelector, ParamSpec, check_k
 from evalplan.core.selection.mrmr import MRMR
 

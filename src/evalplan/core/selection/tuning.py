@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.metrics import coreset_errors
+from evalplan.core.coresets.metrics import coreset_errors
 from evalplan.core.selection.base import check_embeddings, check_k, check_labels
 from evalplan.core.selection.facility_location import FacilityLocation
 

@@ -328,7 +328,8 @@ class SessionConfig:
     previous: list[dict[str, Any]] | None = None  # earlier checkpoints (core.sequential.checkpoints)
     interval_kind: str | None = None  # active_design: "sequential" (default), "anytime" or "fixed_n" (fixed n only)
     method_params: dict[str, Any] | None = None  # refgp: its variant's parameters; active_design: its own
-    compare: dict[str, Any] | None = None  # a paired session (core.paired.PairedSession): {to, kind, model, delta}
+    # a paired session (core.sequential.paired.PairedSession): {to, kind, model, delta}
+    compare: dict[str, Any] | None = None
 
     def validate(self) -> None:
         if self.method not in METHODS:

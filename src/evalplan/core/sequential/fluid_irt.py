@@ -7,7 +7,7 @@ to the lowest index).
 Re-implemented from the public code (none of it is copied). Two parts are not the peer's and say so:
 
 * the IRT parameters: the peer fits them with py-irt (pyro SVI, hierarchical priors); here they are
-  :func:`evalplan.core.irt_jml.fit_2pl` (L2-regularised joint maximum likelihood) on the references, mapped to
+  :func:`evalplan.core.irt.irt_jml.fit_2pl` (L2-regularised joint maximum likelihood) on the references, mapped to
   the peer's ``a (theta - b)`` form; ``bench/sessions/peer_equality.py`` checks the engine against the
   peer's with the same parameters;
 * the benchmark mean: the peer reports the ability; here
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from evalplan.core.irt_jml import fit_2pl
+from evalplan.core.irt.irt_jml import fit_2pl
 
 from .base import ItemEstimator, derived, store_derived
 from .config import SessionConfig

@@ -1,7 +1,7 @@
 """Predictions of design-based score coresets (``params.interval: "design"``, issue 25 §3): per benchmark the
-difference estimator of ``evalplan.core.design_coreset`` on the target's scores at the drawn items, with the
+difference estimator of ``evalplan.core.coresets.design_coreset`` on the target's scores at the drawn items, with the
 design's Student-t interval; capabilities and overall are the mean of the benchmarks' independent estimates
-(:func:`~evalplan.core.design_coreset.mean_of_estimates`). No predictor and no reference calibration: the
+(:func:`~evalplan.core.coresets.design_coreset.mean_of_estimates`). No predictor and no reference calibration: the
 interval's validity is the draw's, so it holds for a target better than every reference."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.design_coreset import DesignCoreset, DesignEstimate, design_estimate, mean_of_estimates
+from evalplan.core.coresets.design_coreset import DesignCoreset, DesignEstimate, design_estimate, mean_of_estimates
 from evalplan.kit.validation import finite_or_none
 
 DESIGN = "design"

@@ -22,7 +22,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from evalplan.core.intervals import extrapolation_flag
+from evalplan.core.coresets.intervals import extrapolation_flag
 from evalplan.core.repcore.anchors import SphericalKMeansAnchors, consensus_embeddings
 from evalplan.core.repcore.extrapolation import RepCoreExtrapolator
 from evalplan.core.selection.base import ParamSpec

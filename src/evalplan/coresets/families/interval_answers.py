@@ -1,12 +1,12 @@
 """Which interval answered a score-based prediction, and why (issue 35 item 1): the ``"extended"`` rule's shrinkage
-extension (``evalplan.core.intervals.shrinkage_extended_interval``) applied after the reference-calibrated
+extension (``evalplan.core.coresets.intervals.shrinkage_extended_interval``) applied after the reference-calibrated
 interval, and the sentence each benchmark entry, capability and overall carry as ``interval_why``."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from evalplan.core.intervals import EXTENDED, shrinkage_extended_interval
+from evalplan.core.coresets.intervals import EXTENDED, shrinkage_extended_interval
 
 KIND_WORDS = {"cross_fitted": "cross-fitted errors (selection and predictor refitted on folds of the references)",
               "reference_residuals": "residuals under the stored IRT model",

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.scoping import unscoped
-from evalplan.core.auto import AveragePredictor
-from evalplan.core.intervals import (
+from evalplan.core.coresets.auto import AveragePredictor
+from evalplan.core.coresets.intervals import (
     DEFAULT_INTERVAL,
     conformal_half_width,
     extrapolation_flag,
@@ -28,8 +28,8 @@ from evalplan.core.intervals import (
     pooled_errors,
     top_widened_interval,
 )
-from evalplan.core.irt import IRTPredictor
-from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
+from evalplan.core.coresets.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
+from evalplan.core.irt.irt import IRTPredictor
 from evalplan.coresets.families.design_predictions import DESIGN, design_predict_many, design_reference_rows
 from evalplan.coresets.families.interval_answers import extend, loo_why
 from evalplan.db.models import Benchmark, Coreset, Item
@@ -37,7 +37,7 @@ from evalplan.kit.errors import Conflict, ErrorCollector
 from evalplan.kit.validation import finite_or_none
 
 PREDICTORS = ("mean", "weighted_mean", "ridge", "kernel_ridge", "aipw", "gp_irt", "p_irt", "irt")
-#: a stored ``auto`` fit may also hold ``average`` (the mean of its ``components``; ``evalplan.core.auto``)
+#: a stored ``auto`` fit may also hold ``average`` (the mean of its ``components``; ``evalplan.core.coresets.auto``)
 DEFAULT_PREDICTOR = "kernel_ridge"
 
 
@@ -45,7 +45,7 @@ IRT_PREDICTORS = ("gp_irt", "p_irt", "irt")  # "irt" is gp-IRT (its name before 
 
 
 class _IRTAdapter:
-    """tinyBenchmarks' p-IRT / gp-IRT (``evalplan.core.irt.IRTPredictor``) with the coreset's stored IRT
+    """tinyBenchmarks' p-IRT / gp-IRT (``evalplan.core.irt.irt.IRTPredictor``) with the coreset's stored IRT
     model and lambda; ``fit`` keeps them fixed (the model was fitted on the references at selection).
 
     A coreset stored before the tinyBenchmarks rewrite (no ``kind``) kept a 2PL with the difficulty
@@ -100,8 +100,9 @@ def _clip(v: float, lo: float, hi: float) -> float:
 
 
 def interval_rule(coreset: Coreset) -> str:
-    """The coreset's interval rule: ``params.interval`` (``evalplan.core.intervals.INTERVAL_RULES`` or ``"design"``,
-    ``design_predictions``), else :data:`~evalplan.core.intervals.DEFAULT_INTERVAL`. ``"calibrated"`` needs the
+    """The coreset's interval rule: ``params.interval``
+    (``evalplan.core.coresets.intervals.INTERVAL_RULES`` or ``"design"``,
+    ``design_predictions``), else :data:`~evalplan.core.coresets.intervals.DEFAULT_INTERVAL`. ``"calibrated"`` needs the
     stored fixed-coreset errors; a coreset selected before they were stored gets ``"conformal"``."""
     return str((coreset.params or {}).get("interval") or DEFAULT_INTERVAL)
 
@@ -290,7 +291,8 @@ def predict_many(session: Session, coreset: Coreset, targets: list[tuple[dict[in
 
     def combine(group: list[Part]) -> dict[str, Any]:
         # the aggregate (mean of the benchmark estimates) is calibrated on its own held-out errors,
-        # reference by reference (every benchmark has the same references): evalplan.core.intervals.pooled_errors;
+        # reference by reference (every benchmark has the same references):
+        # evalplan.core.coresets.intervals.pooled_errors;
         # the "calibrated" rule pools the fixed-coreset errors the same way (when every benchmark has them)
         est = float(np.mean([p[1] for p in group]))
         fixed_parts = [p[5] for p in group]
@@ -341,7 +343,7 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
     """Each reference model's full-benchmark score, true and predicted out of fold, with the interval
     that :func:`predict` would give it (``top_widened_interval`` on the stored cross-fitted errors).
 
-    The stored errors are ``y_i - f_{-fold(i)}(i)`` (``evalplan.core.intervals.cross_fitted_errors``), so
+    The stored errors are ``y_i - f_{-fold(i)}(i)`` (``evalplan.core.coresets.intervals.cross_fitted_errors``), so
     the held-out prediction is ``y_i - error_i``: the whole pipeline, selection included, never saw
     model ``i``. Benchmarks without cross-fitted errors (the irt predictor, older coresets) are
     left out. Rows: ``{model, benchmark, true, predicted, lo, hi}``.

@@ -8,10 +8,10 @@
   references' scores when asked, select with ``evalplan.core.selection`` (a fraction budget selects each
   benchmark on its own and merges the orders), persist the ranked items. Whenever reference scores
   exist (the coreset's references, else every model with scores on its benchmarks), the diagnostics
-  carry ``vs_random`` (``evalplan.core.vs_random``: this method's backtested RMSE on the references --
+  carry ``vs_random`` (``evalplan.core.backtest.vs_random``: this method's backtested RMSE on the references --
   cross-fitted when the selection used their scores -- against random coresets of the same size) and
   a ``recommendation``; without any, a warning.
-* predict: ``evalplan.core.prediction.estimate_from_coreset`` (means with finite-population intervals);
+* predict: ``evalplan.core.coresets.prediction.estimate_from_coreset`` (means with finite-population intervals);
   ``extrapolation`` when the target's coreset mean leaves the references' range on some benchmark.
 """
 
@@ -25,13 +25,13 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import load_matrix
 from evalplan.benchmarks.service import score_range
-from evalplan.core.intervals import extrapolation_flag
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.backtest.vs_random import compare_to_random, crossfit_errors, overall_errors, recommendation
+from evalplan.core.coresets.intervals import extrapolation_flag
+from evalplan.core.coresets.prediction import estimate_from_coreset
 from evalplan.core.selection import REFERENCE_TEXT_METHODS, TEXT_METHODS, TextSelector
 from evalplan.core.selection.facility_location import sparsity_t
 from evalplan.core.selection.hybrid import item_difficulty
 from evalplan.core.selection.tuning import DEFAULT_GRID, tune_alpha
-from evalplan.core.vs_random import compare_to_random, crossfit_errors, overall_errors, recommendation
 from evalplan.coresets.budget import plan_budget
 from evalplan.coresets.curation import frozen_state
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
@@ -291,7 +291,7 @@ def vs_random_diagnostics(method: str, params: dict[str, Any], seed: int, k: int
                           labels: np.ndarray, per_benchmark: list[int] | None, ranking: np.ndarray,
                           names: list[str], Y: np.ndarray, capabilities: list[str], *, tuned: bool,
                           explicit_references: bool) -> dict[str, Any]:
-    """``vs_random`` of the coreset ``ranking`` on the references' scores ``Y`` (``evalplan.core.vs_random``).
+    """``vs_random`` of the coreset ``ranking`` on the references' scores ``Y`` (``evalplan.core.backtest.vs_random``).
 
     A selection that used the references (the hybrid's strata, a tuned alpha) is replayed on folds: the
     strata or alpha come from the other folds' scores and the held-out fold scores the result."""
@@ -407,7 +407,7 @@ def reference_means(session: Session, coreset: Coreset) -> dict[str, list[float]
 
 def outside_references(by_benchmark: dict[str, list[float]], means: dict[str, list[float]]) -> bool:
     """True when, on some benchmark, the target's coreset mean lies outside the reference models'
-    coreset means (``evalplan.core.intervals.extrapolation_flag``, the rule of docs/DECISIONS.md)."""
+    coreset means (``evalplan.core.coresets.intervals.extrapolation_flag``, the rule of docs/DECISIONS.md)."""
     for benchmark_id, target_values in by_benchmark.items():
         ref = means.get(benchmark_id) or []
         if ref and extrapolation_flag(float(np.mean(target_values)), np.asarray(ref),

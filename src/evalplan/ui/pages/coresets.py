@@ -76,7 +76,7 @@ def charts_of(session: Session, coreset: Any, items: list[dict[str, Any]]) -> di
 
 
 def auto_choices(diagnostics: dict[str, Any] | None, names: dict[str, str]) -> list[dict[str, Any]]:
-    """What ``method: "auto"`` chose on each benchmark and why (``diagnostics.auto``, ``evalplan.core.auto``):
+    """What ``method: "auto"`` chose on each benchmark and why (``diagnostics.auto``, ``evalplan.core.coresets.auto``):
     the choice in words, the rule that chose it, the honest (outer-fold) error and the inner CV table, the
     chosen row marked."""
     out: list[dict[str, Any]] = []

@@ -1,7 +1,8 @@
 """Evaluation-supervised (score-based) coresets (papers/002): the family, its validation and its selection job.
 
-The science is ``evalplan.core.selection.score_based`` (selectors), ``evalplan.core.irt`` (IRT anchors and
-p-IRT / gp-IRT), ``evalplan.core.predictors`` and ``evalplan.core.intervals``; this package moves data between
+The science is ``evalplan.core.selection.score_based`` (selectors), ``evalplan.core.irt.irt`` (IRT anchors and
+p-IRT / gp-IRT), ``evalplan.core.coresets.predictors`` and ``evalplan.core.coresets.intervals``; this package moves
+data between
 them and the database (see docs/DECISIONS.md "Score-based coresets"): ``params.py`` (each method's parameters,
 the family's constants), ``validate.py`` (the request, 422 before anything is stored), ``select.py`` (the
 ``coreset_scores`` job); its queries are in ``evalplan.coresets.repository`` and its predictions in

@@ -5,8 +5,8 @@ defaults; read by :mod:`~evalplan.coresets.families.score_based.validate` and
 
 from __future__ import annotations
 
-from evalplan.core.auto import CHOICE_RULE, CHOICE_RULES, INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, SE_MULT
-from evalplan.core.intervals import INTERVAL_RULES
+from evalplan.core.coresets.auto import CHOICE_RULE, CHOICE_RULES, INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, SE_MULT
+from evalplan.core.coresets.intervals import INTERVAL_RULES
 from evalplan.core.selection.base import ParamSpec
 from evalplan.core.selection.score_based import SCORE_PARAMS
 from evalplan.coresets.families.design_predictions import DESIGN

@@ -7,10 +7,10 @@ full-benchmark scores ``y_ref`` per benchmark (plus weights, lambda, IRT paramet
 the predictor deterministically. ``diagnostics`` (returned by GET) keeps only ``fits_summary``: per
 benchmark ``n_items``, ``k``, ``lambda`` and ``n_references`` -- never arrays that grow with references x k.
 The job also stores ``calibration``: the references' cross-fitted errors (selector + predictor refitted on
-ten folds of the references, ``evalplan.core.intervals.coreset_cross_fitted_errors``), so that intervals
+ten folds of the references, ``evalplan.core.coresets.intervals.coreset_cross_fitted_errors``), so that intervals
 account for the coreset having been chosen on the same references, and the fixed-coreset errors of the
 ``"calibrated"`` rule (``fixed_errors``); for the IRT predictors the IRT pipeline refitted on
-:data:`~evalplan.core.irt.IRT_CALIBRATION_FOLDS` folds and the in-sample residuals; for ``auto`` its
+:data:`~evalplan.core.irt.irt.IRT_CALIBRATION_FOLDS` folds and the in-sample residuals; for ``auto`` its
 outer-fold errors and its choice's leave-one-reference-out errors.
 """
 
@@ -24,10 +24,23 @@ from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.repository import benchmark_by_id
 from evalplan.benchmarks.score_matrix import load_matrix
-from evalplan.core.auto import CHOICE_RULE, INNER_FOLDS, MAX_SECONDS, OUTER_FOLDS, SE_MULT, auto_select, parse_selectors
-from evalplan.core.design_coreset import design_coreset
-from evalplan.core.intervals import GUARD_EXTRAPOLATED, base_rule, coreset_cross_fitted_errors, fixed_coreset_errors
-from evalplan.core.irt import IRT_CALIBRATION_FOLDS, IRTSelection, irt_cross_fitted_errors, irt_predictor_for
+from evalplan.core.coresets.auto import (
+    CHOICE_RULE,
+    INNER_FOLDS,
+    MAX_SECONDS,
+    OUTER_FOLDS,
+    SE_MULT,
+    auto_select,
+    parse_selectors,
+)
+from evalplan.core.coresets.design_coreset import design_coreset
+from evalplan.core.coresets.intervals import (
+    GUARD_EXTRAPOLATED,
+    base_rule,
+    coreset_cross_fitted_errors,
+    fixed_coreset_errors,
+)
+from evalplan.core.irt.irt import IRT_CALIBRATION_FOLDS, IRTSelection, irt_cross_fitted_errors, irt_predictor_for
 from evalplan.core.selection.score_based import SCORE_METHODS
 from evalplan.coresets.families import score_predictions
 from evalplan.coresets.families.design_predictions import DESIGN
@@ -89,7 +102,7 @@ def _fit_selector(method: str, params: dict[str, Any], seed: int, k: int, Y: np.
 
 def _irt_fit(method: str, params: dict[str, Any], seed: int, fitted: Any, Y: np.ndarray, ranking: np.ndarray,
              weights: list[float] | None) -> dict[str, Any]:
-    """tinyBenchmarks' IRT model and gp-IRT lambda for the coreset (``evalplan.core.irt``): the selector's
+    """tinyBenchmarks' IRT model and gp-IRT lambda for the coreset (``evalplan.core.irt.irt``): the selector's
     own model for ``irt``, else the pipeline fitted on the references; and the references' residuals
     under it, which calibrate the interval (in-sample: the IRT model saw these references)."""
     pred = irt_predictor_for(Y, ranking, weights=weights, selector=fitted, seed=seed, **_irt_params(method, params))
@@ -104,7 +117,7 @@ def _irt_fit(method: str, params: dict[str, Any], seed: int, fitted: Any, Y: np.
 def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray,
                               y: np.ndarray, predictor: str) -> dict[str, Any]:
     """Held-out errors of the whole pipeline (selector + predictor refitted on each of
-    :data:`CALIBRATION_FOLDS` folds of the references; ``evalplan.core.intervals.cross_fitted_errors``),
+    :data:`CALIBRATION_FOLDS` folds of the references; ``evalplan.core.coresets.intervals.cross_fitted_errors``),
     stored so that predict's interval accounts for the coreset having been chosen on these
     references. Falls back to predict-time leave-one-reference-out residuals (``kind: "loo"``)
     when a fold is too small for the selector."""
@@ -127,7 +140,7 @@ def _cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k:
 
 def _irt_cross_fitted_calibration(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray,
                                   predictor: str, irt: dict[str, Any]) -> dict[str, Any]:
-    """The IRT predictors' ``"calibrated"`` interval (``evalplan.core.irt.irt_cross_fitted_errors``): held-out
+    """The IRT predictors' ``"calibrated"`` interval (``evalplan.core.irt.irt.irt_cross_fitted_errors``): held-out
     errors of the whole pipeline on :data:`IRT_CALIBRATION_FOLDS` folds of the references -- the IRT
     model at the dimension ``irt["dim"]`` chosen on all references, the selection (for ``irt``,
     tinyBenchmarks' anchors of the fold's model) and the estimate refitted without the fold -- as the
@@ -259,7 +272,7 @@ def _with_guard_errors(fit: dict[str, Any], predictor_explicit: bool) -> dict[st
 
 def _design_fit(method: str, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],
                 score_range: tuple[float, float]) -> tuple[dict[str, Any], list[tuple[int, float]]]:
-    """One benchmark of ``params.interval: "design"`` (``evalplan.core.design_coreset``): the method selects
+    """One benchmark of ``params.interval: "design"`` (``evalplan.core.coresets.design_coreset``): the method selects
     ``round(method_share k)`` items, taken whole; the rest of ``k`` is the stratified draw. Returns the stored fit
     (``design``: the draw's state, ``X_ref`` the references' scores at its items) and the coreset rows
     ``(item pk, design weight 1 / pi)``: the method's items in its order, then the drawn ones."""
@@ -283,7 +296,7 @@ def _design_fit(method: str, params: dict[str, Any], seed: int, k: int, Y: np.nd
 
 def _auto_fit(ctx: JobContext, params: dict[str, Any], seed: int, k: int, Y: np.ndarray, item_pks: list[int],
               max_seconds: float | None) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None, dict[str, Any]]:
-    """One benchmark of ``method: "auto"`` (``evalplan.core.auto.auto_select``): (the stored fit with the
+    """One benchmark of ``method: "auto"`` (``evalplan.core.coresets.auto.auto_select``): (the stored fit with the
     chosen predictor, the ranking, the item weights, ``diagnostics.auto[benchmark]``). The calibration
     is auto's outer-fold errors (the choice itself refitted without each fold) and the chosen
     predictor's leave-one-reference-out errors on the chosen coreset (``fixed_errors``)."""

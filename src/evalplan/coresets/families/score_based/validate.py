@@ -18,7 +18,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import load_matrix
-from evalplan.core.auto import OUTER_FOLDS, parse_selectors
+from evalplan.core.coresets.auto import OUTER_FOLDS, parse_selectors
 from evalplan.core.selection.baselines import stratified_counts
 from evalplan.core.selection.score_based import SCORE_METHODS
 from evalplan.coresets.budget import plan_budget
@@ -177,7 +177,7 @@ def validate_request(session: Session, request: CoresetRequest, benchmarks: list
 
 
 def _check_auto_params(checked: dict[str, Any], field: str) -> dict[str, Any]:
-    """``selectors``: distinct names of :data:`evalplan.core.auto.DEFAULT_SELECTORS`; 422 otherwise."""
+    """``selectors``: distinct names of :data:`evalplan.core.coresets.auto.DEFAULT_SELECTORS`; 422 otherwise."""
     names = checked.get("selectors")
     if names is not None:
         if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
@@ -221,7 +221,7 @@ def design_counts(counts: list[int], sizes: list[int], names: list[str], share: 
 
 
 def auto_min_references(params: dict[str, Any]) -> int:
-    """References ``auto`` needs: two per outer fold, at least 6 (``evalplan.core.auto.auto_select``)."""
+    """References ``auto`` needs: two per outer fold, at least 6 (``evalplan.core.coresets.auto.auto_select``)."""
     folds = params.get("outer_folds", OUTER_FOLDS)
     return max(6, 2 * int(folds if isinstance(folds, int) else OUTER_FOLDS))
 

@@ -1,4 +1,4 @@
-"""``evalplan.core.auto``: the nested-CV choice of a coreset method (issue 16 §1) on GENERATED data where
+"""``evalplan.core.coresets.auto``: the nested-CV choice of a coreset method (issue 16 §1) on GENERATED data where
 one candidate is clearly best, and the honest error = the outer folds' errors of the whole procedure."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalplan.core.auto import (
+from evalplan.core.backtest.backtest import run_backtest
+from evalplan.core.coresets.auto import (
     AveragePredictor,
     Candidate,
     SelectorSpec,
@@ -16,8 +17,7 @@ from evalplan.core.auto import (
     fit_candidate,
     inner_table,
 )
-from evalplan.core.backtest import run_backtest
-from evalplan.core.predictors import KernelRidgePredictor, RidgePredictor
+from evalplan.core.coresets.predictors import KernelRidgePredictor, RidgePredictor
 
 MEAN_VS_RIDGE = (SelectorSpec("random", {}, ("mean", "ridge"), average=False),)
 
@@ -145,8 +145,8 @@ def test_backtest_runs_auto_beside_the_other_methods() -> None:
 
 
 def test_planner_takes_auto_as_an_opt_in_candidate() -> None:
-    from evalplan.core.planner import DEFAULT_CANDIDATES, parse_candidate, plan_benchmark
-    from evalplan.core.planner import Candidate as PlanCandidate
+    from evalplan.core.backtest.planner import DEFAULT_CANDIDATES, parse_candidate, plan_benchmark
+    from evalplan.core.backtest.planner import Candidate as PlanCandidate
 
     assert parse_candidate("auto") == PlanCandidate("auto", "auto")
     assert all(c.method != "auto" for c in DEFAULT_CANDIDATES)
@@ -164,7 +164,7 @@ def test_planner_takes_auto_as_an_opt_in_candidate() -> None:
 def test_fixed_errors_are_the_chosen_predictors_loo_on_the_chosen_coreset() -> None:
     """The "calibrated" interval's optimistic half (issue 16 §2): leave-one-reference-out errors of
     auto's stored choice on its stored coreset; the interval mixes them with the outer-fold errors."""
-    from evalplan.core.intervals import calibrated_half_width, conformal_half_width, fixed_coreset_errors
+    from evalplan.core.coresets.intervals import calibrated_half_width, conformal_half_width, fixed_coreset_errors
 
     Y = offset_matrix(M=24, N=40, seed=3)
     res = auto_select(Y, k=6, seed=2, selectors=MEAN_VS_RIDGE, outer_folds=4, inner_folds=3, max_seconds=None)
@@ -180,9 +180,9 @@ def test_fixed_errors_are_the_chosen_predictors_loo_on_the_chosen_coreset() -> N
 
 
 def test_backtest_and_planner_give_auto_the_calibrated_width() -> None:
-    from evalplan.core.intervals import interval_from_errors
-    from evalplan.core.planner import Candidate as PlanCandidate
-    from evalplan.core.planner import evaluate_candidate
+    from evalplan.core.backtest.planner import Candidate as PlanCandidate
+    from evalplan.core.backtest.planner import evaluate_candidate
+    from evalplan.core.coresets.intervals import interval_from_errors
 
     rng = np.random.default_rng(0)
     Y = offset_matrix(M=40, N=50, seed=1)
@@ -194,7 +194,7 @@ def test_backtest_and_planner_give_auto_the_calibrated_width() -> None:
                             seeds=1, method_params={"auto": params}, interval=rule, level=0.9)
         widths[rule] = rows[0]["interval_width"]
     # the backtest's references and budget, redone by hand
-    from evalplan.core.backtest import split_models
+    from evalplan.core.backtest.backtest import split_models
     ref, test = split_models(Y.mean(axis=1), 30, "random", np.random.default_rng(0))
     res = auto_select(Y[ref], k=5, seed=0, **params)
     for rule, fixed in (("calibrated", res.fixed_errors), ("conformal", None)):

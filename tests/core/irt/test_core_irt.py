@@ -1,4 +1,4 @@
-"""Tests of evalplan.core.irt, the tinyBenchmarks IRT pipeline: binarisation, py-irt's multidim 2PL by SVI,
+"""Tests of evalplan.core.irt.irt, the tinyBenchmarks IRT pipeline: binarisation, py-irt's multidim 2PL by SVI,
 the dimension heuristic, IRT anchor points, p-IRT / gp-IRT. (bench/coresets/tinybenchmarks_side_by_side.py
 checks it against the authors' own code; these tests check the math and the contracts.)"""
 
@@ -9,7 +9,7 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from evalplan.core.irt import (
+from evalplan.core.irt.irt import (
     IRTPredictor,
     IRTSelection,
     binarize,
@@ -71,7 +71,7 @@ def test_svi_fit_recovers_the_items_and_is_deterministic(data):
     assert spearmanr(fit.b, b)[0] > 0.8
     again = fit_multidim_2pl(Y, 1, epochs=EPOCHS, seed=3)
     assert again is fit  # cached
-    from evalplan.core import irt
+    from evalplan.core.irt import irt
     irt._FIT_CACHE.clear()
     fresh = fit_multidim_2pl(Y, 1, epochs=EPOCHS, seed=3)
     assert np.array_equal(fresh.a, fit.a) and np.array_equal(fresh.theta, fit.theta)

@@ -1,4 +1,4 @@
-"""Unit tests of evalplan.core.metrics on hand-computed examples (paper §3.2, eqs. 3-5)."""
+"""Unit tests of evalplan.core.coresets.metrics on hand-computed examples (paper §3.2, eqs. 3-5)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from evalplan.core.metrics import benchmark_scores, cap_mre, capability_scores, coreset_errors, mre, overall_scores
+from evalplan.core.coresets.metrics import (
+    benchmark_scores,
+    cap_mre,
+    capability_scores,
+    coreset_errors,
+    mre,
+    overall_scores,
+)
 
 # items:          0    1    2    3
 LABELS = np.array([0,   0,   1,   2])

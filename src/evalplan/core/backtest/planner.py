@@ -2,23 +2,24 @@
 reference models (issue 16 §4; no paper answers "how many items do I need for +-2 points?").
 
 For one benchmark (the references' models x items score matrix ``Y``, NaN imputed by the item
-mean as in :func:`evalplan.core.backtest.impute_item_mean`) and each candidate ``(method, predictor)``,
+mean as in :func:`evalplan.core.backtest.backtest.impute_item_mean`) and each candidate ``(method, predictor)``,
 budgets are tried from small to large (:func:`budget_grid`). At each budget ``k`` and seed the
 pipeline the service would build is backtested on the references themselves:
 
 * score-based methods (``anchor_points``, ``mrmr``, ...): the **cross-fitted errors** of
-  :func:`evalplan.core.backtest._selection_aware_errors` -- ten folds of the references, the selector
+  :func:`evalplan.core.backtest.backtest._selection_aware_errors` -- ten folds of the references, the selector
   *and* the predictor refitted without each fold, exactly what a score-based coreset job stores as
   its calibration (``evalplan.coresets.families.score_based``). The expected RMSE is their root mean
   square; the interval is the one such a coreset reports: by default the ``"calibrated"`` rule
-  (:func:`evalplan.core.intervals.calibrated_half_width`) on those errors and the leave-one-reference-out
+  (:func:`evalplan.core.coresets.intervals.calibrated_half_width`) on those errors and the leave-one-reference-out
   errors of the predictor on the coreset selected on all references (what the job stores as
   ``fixed_errors``), or, with ``params[method].interval = "conformal"``, ``+- q`` with ``q`` the
-  split-conformal quantile of the cross-fitted errors alone (:func:`evalplan.core.intervals.interval_from_errors`).
+  split-conformal quantile of the cross-fitted errors alone
+  (:func:`evalplan.core.coresets.intervals.interval_from_errors`).
   ``auto``: its outer-fold errors and its chosen predictor's fixed-coreset errors, likewise.
 * ``random`` (+ ``mean``): a uniformly random coreset (the backtest's seeded draw) predicted by its
   mean; error = coreset mean - full mean per reference; interval = the one a ``random`` coreset
-  reports, the finite-population normal interval of :func:`evalplan.core.prediction.estimate_from_coreset`,
+  reports, the finite-population normal interval of :func:`evalplan.core.coresets.prediction.estimate_from_coreset`,
   its width averaged over the references.
 
 Per (candidate, budget) the evidence row averages over ``seeds`` (each seed a different random
@@ -41,10 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.auto import auto_select
-from evalplan.core.backtest import _fixed_errors, _select, _selection_aware_errors, impute_item_mean, paper_label
-from evalplan.core.intervals import DEFAULT_INTERVAL, base_rule, interval_from_errors
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.backtest.backtest import (
+    _fixed_errors,
+    _select,
+    _selection_aware_errors,
+    impute_item_mean,
+    paper_label,
+)
+from evalplan.core.coresets.auto import auto_select
+from evalplan.core.coresets.intervals import DEFAULT_INTERVAL, base_rule, interval_from_errors
+from evalplan.core.coresets.prediction import estimate_from_coreset
 
 __all__ = [
     "Candidate", "DEFAULT_CANDIDATES", "DEFAULT_FRACTIONS", "PLANNER_METHODS", "PLANNER_PREDICTORS",
@@ -53,7 +60,7 @@ __all__ = [
 
 FULL = "full"
 PLANNER_METHODS = ("random", "anchor_points", "mrmr", "lasso", "random_search", "hardness", "pbsc", "irt", "auto")
-#: ``auto`` (evalplan.core.auto) is opt-in, never a default candidate: each budget tried costs one nested CV
+#: ``auto`` (evalplan.core.coresets.auto) is opt-in, never a default candidate: each budget tried costs one nested CV
 #: (~6-25 CPU s at 30 x 1,000) per seed, i.e. minutes per benchmark for a bisection over the grid
 PLANNER_PREDICTORS = {"random": ("mean",), "auto": ("auto",)}
 SCORE_PREDICTORS = ("kernel_ridge", "ridge", "weighted_mean", "mean")

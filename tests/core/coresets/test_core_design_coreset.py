@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalplan.core.design_coreset import DesignCoreset, design_coreset, design_estimate, neyman_allocation
+from evalplan.core.coresets.design_coreset import DesignCoreset, design_coreset, design_estimate, neyman_allocation
 
 
 def population(n_models: int = 40, n_items: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.metrics import benchmark_scores, overall_scores
+from evalplan.core.coresets.metrics import benchmark_scores, overall_scores
 
 DEFAULT_DRAWS = 200
 DEFAULT_FOLDS = 3

@@ -4,7 +4,7 @@
 The service's first IRT fit, kept for the sequential ``fluid_irt`` method
 (``evalplan.core.sequential.fluid_irt``), which maps it to Fluid Benchmarking's parameterisation. The
 coreset method ``irt`` and the gp-IRT / p-IRT predictors use tinyBenchmarks' own pipeline
-(``evalplan.core.irt``). Missing responses (NaN) are ignored; scores in [0, 1] (soft labels allowed).
+(``evalplan.core.irt.irt``). Missing responses (NaN) are ignored; scores in [0, 1] (soft labels allowed).
 Identifiability: for ``dim == 1`` the sign is fixed so that the mean discrimination is
 non-negative; the L2 penalty fixes the scale.
 """
@@ -41,7 +41,7 @@ def _check_dim(dim: Any) -> int:
 
 def twopl_item_curve(theta: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The (compensatory) 2PL, one unclipped logit: ``P[j, i] = sigmoid(a_i . theta_j - b_i)`` for
-    ``theta (m x d)``, ``a (n x d)``, ``b (n,)`` (not :func:`evalplan.core.irt.mirt_item_curve`)."""
+    ``theta (m x d)``, ``a (n x d)``, ``b (n,)`` (not :func:`evalplan.core.irt.irt.mirt_item_curve`)."""
     theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
     return np.asarray(expit(theta @ np.asarray(a, dtype=np.float64).T - np.asarray(b, dtype=np.float64)))
 

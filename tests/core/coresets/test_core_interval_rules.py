@@ -1,4 +1,4 @@
-"""Interval rules of evalplan.core.intervals (issue 16 §2): the "calibrated" rule and the old "conformal" one."""
+"""Interval rules of evalplan.core.coresets.intervals (issue 16 §2): the "calibrated" rule and the old "conformal" one."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from evalplan.core.intervals import (
+from evalplan.core.coresets.intervals import (
     DEFAULT_INTERVAL,
     calibrated_half_width,
     conformal_half_width,
     fixed_coreset_errors,
     interval_from_errors,
 )
-from evalplan.core.predictors import KernelRidgePredictor
+from evalplan.core.coresets.predictors import KernelRidgePredictor
 
 
 def test_calibrated_half_width_by_hand() -> None:
@@ -74,8 +74,8 @@ def test_irt_cross_fitted_errors_refit_the_pipeline_per_fold() -> None:
     dimension) and the selection are refitted without the fold; recomputed by hand on GENERATED 2-PL
     data for tinyBenchmarks' anchors and for another selector; not the in-sample residuals under the
     model fitted on every reference."""
-    from evalplan.core.intervals import cross_fitted_errors
-    from evalplan.core.irt import (
+    from evalplan.core.coresets.intervals import cross_fitted_errors
+    from evalplan.core.irt.irt import (
         IRTPredictor,
         IRTSelection,
         binarize,
@@ -120,7 +120,7 @@ def test_irt_cross_fitted_errors_refit_the_pipeline_per_fold() -> None:
 def test_top_decile_widening_uses_the_top_references_errors_and_only_widens() -> None:
     """Issue 25 §3: a target predicted in the references' top decile gets at least the rule's width on the
     errors of the references with the highest held-out predictions; the others keep the plain rule."""
-    from evalplan.core.intervals import top_widened_interval
+    from evalplan.core.coresets.intervals import top_widened_interval
 
     rng = np.random.default_rng(3)
     truth = np.linspace(0.2, 0.8, 60)
@@ -153,7 +153,7 @@ def test_shrinkage_extension_follows_the_references_shrinkage_line() -> None:
     """Issue 35 item 1: the references' held-out predictions p = a + b y + noise (b < 1: a regression pulls toward
     the mean); a target predicted at c gets its interval extended toward y* = (c - a) / b, on that side only, and
     nothing changes where the predictions do not shrink or the errors are not one per reference."""
-    from evalplan.core.intervals import SLOPE_MIN, shrinkage_extended_interval
+    from evalplan.core.coresets.intervals import SLOPE_MIN, shrinkage_extended_interval
 
     rng = np.random.default_rng(5)
     truth = np.linspace(0.2, 0.8, 40)
@@ -185,7 +185,7 @@ def test_extended_rule_covers_a_model_better_than_every_reference() -> None:
     """The defect of issue 35 item 1 on a generated benchmark: kernel ridge on a 10% coreset predicts a model
     better than every reference too low; the calibrated interval (top-decile widening included) misses it and the
     extended one holds it, while a target in the middle keeps (nearly) the calibrated interval."""
-    from evalplan.core.intervals import (
+    from evalplan.core.coresets.intervals import (
         coreset_cross_fitted_errors,
         shrinkage_extended_interval,
         top_widened_interval,

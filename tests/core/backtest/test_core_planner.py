@@ -1,4 +1,4 @@
-"""The budget planner (evalplan.core.planner, issue 16 §4) on GENERATED 2-PL data: the plan is the
+"""The budget planner (evalplan.core.backtest.planner, issue 16 §4) on GENERATED 2-PL data: the plan is the
 smallest budget reached in its own evidence, the evidence is the backtest's cross-fitted errors,
 an impossible precision falls back to the full benchmark, and bad inputs raise."""
 
@@ -9,9 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from evalplan.core.backtest import _selection_aware_errors, impute_item_mean
-from evalplan.core.intervals import calibrated_half_width, fixed_coreset_errors, interval_from_errors
-from evalplan.core.planner import (
+from evalplan.core.backtest.backtest import _selection_aware_errors, impute_item_mean
+from evalplan.core.backtest.planner import (
     FULL,
     Candidate,
     budget_grid,
@@ -21,7 +20,8 @@ from evalplan.core.planner import (
     plan_benchmark,
     plan_suite,
 )
-from evalplan.core.predictors import KernelRidgePredictor
+from evalplan.core.coresets.intervals import calibrated_half_width, fixed_coreset_errors, interval_from_errors
+from evalplan.core.coresets.predictors import KernelRidgePredictor
 from evalplan.core.selection.score_based import SCORE_METHODS
 
 
@@ -160,8 +160,8 @@ def test_bad_inputs_raise() -> None:
 def test_mrmr_prefix_cache_gives_the_rows_of_a_selection_per_budget() -> None:
     """The planner selects mRMR once per fold at the largest budget it may try and cuts it per budget;
     every evidence row equals the row of a fresh selection at that budget."""
-    from evalplan.core.planner import Candidate as PlanCandidate
-    from evalplan.core.planner import evaluate_candidate, plan_benchmark
+    from evalplan.core.backtest.planner import Candidate as PlanCandidate
+    from evalplan.core.backtest.planner import evaluate_candidate, plan_benchmark
 
     Y = two_pl(3).astype(float)
     cand = PlanCandidate("mrmr", "kernel_ridge")

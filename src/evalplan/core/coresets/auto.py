@@ -9,7 +9,7 @@ Candidates are (selector, predictor) pairs the service already builds, each fait
 * ``lasso`` (002 §2.4) + ``ridge`` / ``kernel_ridge``,
 * ``anchor_points`` (Vivek et al. 2024; 002 §2.4) + ``weighted_mean`` / ``kernel_ridge``,
 * ``random_search`` (Search+, Zhang et al. 2025b; 002 §2.4) + ``ridge``,
-* ``irt`` (tinyBenchmarks' IRT anchors, Polo et al. 2024, ``evalplan.core.irt``) + ``gp_irt`` / ``p_irt``,
+* ``irt`` (tinyBenchmarks' IRT anchors, Polo et al. 2024, ``evalplan.core.irt.irt``) + ``gp_irt`` / ``p_irt``,
 
 plus, per selector, the **average** of its predictors' estimates on the same coreset (an averaged
 combination never needs more items; it enters the competition as one more candidate and is chosen
@@ -18,14 +18,15 @@ only when it wins the inner cross-validation like any other).
 Nested cross-validation (Varma & Simon 2006; Cawley & Talbot 2010 on selection bias):
 
 1. *Inner table* on a set of references: for every candidate, its **cross-fitted errors**
-   (:func:`evalplan.core.intervals.coreset_cross_fitted_errors`: on each of ``inner_folds`` folds the
+   (:func:`evalplan.core.coresets.intervals.coreset_cross_fitted_errors`: on each of ``inner_folds`` folds the
    selector *and* the predictor are refitted without the fold), RMSE and MAE; the choice is the
    lowest RMSE (ties -> the earlier, cheaper candidate).
 2. *Outer loop*: the references are split into ``outer_folds`` folds; in each, the inner table is
    built on the other folds only, its choice refitted on them (selection + predictor) and applied to
    the held-out fold. These **outer errors** never saw the held-out references, the choice
    included, so their RMSE is an honest estimate of the whole ``auto`` procedure; they are also the
-   pessimistic half of the coreset's interval calibration (:func:`evalplan.core.intervals.interval_from_errors`).
+   pessimistic half of the coreset's interval calibration
+   (:func:`evalplan.core.coresets.intervals.interval_from_errors`).
 3. *Final choice*: the inner table on all references; its winner is fitted on all of them and stored,
    with its leave-one-reference-out errors on the chosen coreset (``fixed_errors``, the optimistic
    half: the default ``"calibrated"`` rule is the geometric mean of the two scales, as for every
@@ -48,9 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.intervals import coreset_cross_fitted_errors, cross_fitted_errors, fixed_coreset_errors
-from evalplan.core.irt import IRTSelection, irt_predictor_for
-from evalplan.core.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
+from evalplan.core.coresets.intervals import coreset_cross_fitted_errors, cross_fitted_errors, fixed_coreset_errors
+from evalplan.core.coresets.predictors import PREDICTOR_CLASSES, MeanPredictor, WeightedMeanPredictor
+from evalplan.core.irt.irt import IRTSelection, irt_predictor_for
 from evalplan.core.selection.score_based import SCORE_METHODS
 
 __all__ = [
@@ -177,7 +178,8 @@ class _Selection:
 
 def _select(spec: SelectorSpec, Y: np.ndarray, k: int, seed: int) -> _Selection:
     if spec.method == "random":
-        rng = np.random.default_rng([seed, 7919])  # the backtest's random coreset (evalplan.core.backtest._select)
+        # the backtest's random coreset (evalplan.core.backtest.backtest._select)
+        rng = np.random.default_rng([seed, 7919])
         return _Selection(np.sort(rng.choice(Y.shape[1], size=k, replace=False)), None, None)
     if spec.method == "irt":
         sel = IRTSelection(k=k, seed=seed, **dict(spec.params)).fit(Y)
@@ -189,7 +191,7 @@ def _select(spec: SelectorSpec, Y: np.ndarray, k: int, seed: int) -> _Selection:
 
 
 class _IRTOnCoreset:
-    """gp-IRT / p-IRT (``evalplan.core.irt``) for one selection: the IRT model of an ``irt`` selector,
+    """gp-IRT / p-IRT (``evalplan.core.irt.irt``) for one selection: the IRT model of an ``irt`` selector,
     else tinyBenchmarks' pipeline fitted on the training references' full matrix."""
 
     def __init__(self, variant: str, Y_train: np.ndarray, sel: _Selection, seed: int) -> None:
@@ -336,7 +338,8 @@ class AutoResult:
     seconds: float
     skipped: list[dict[str, Any]] = field(default_factory=list)
     #: (M,) leave-one-reference-out errors of the chosen predictor on the final (chosen) coreset: the
-    #: optimistic half of the ``"calibrated"`` interval rule (:func:`evalplan.core.intervals.calibrated_half_width`)
+    #: optimistic half of the ``"calibrated"`` interval rule
+    #: (:func:`evalplan.core.coresets.intervals.calibrated_half_width`)
     fixed_errors: np.ndarray | None = None
     #: ``{rule, se_mult, prior}``: how the inner table chose (:func:`inner_table`)
     rule: dict[str, Any] = field(default_factory=dict)
@@ -360,7 +363,7 @@ class AutoResult:
 
 
 def _folds(M: int, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The fold assignment of :func:`evalplan.core.intervals.cross_fitted_errors` (same permutation)."""
+    """The fold assignment of :func:`evalplan.core.coresets.intervals.cross_fitted_errors` (same permutation)."""
     K = max(2, min(int(n_folds), M))
     perm = np.random.default_rng([int(seed), 104729]).permutation(M)
     return [(np.sort(np.setdiff1d(perm, test)), np.sort(test)) for test in np.array_split(perm, K)]

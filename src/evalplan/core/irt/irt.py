@@ -52,7 +52,7 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 
-from evalplan.core.intervals import cross_fitted_errors
+from evalplan.core.coresets.intervals import cross_fitted_errors
 from evalplan.core.selection.baselines import nearest_distinct_items
 
 __all__ = [
@@ -121,7 +121,7 @@ def binarize(Y: Any) -> tuple[np.ndarray, float]:
 def mirt_item_curve(theta: Any, a: Any, b: Any) -> np.ndarray:
     """The multidimensional 2PL of tinyBenchmarks (``utils.item_curve``): each dimension's logit clipped,
     then summed, ``P[j, i] = sigmoid(sum_d clip(a_id theta_jd - b_i, -30, 30))`` for ``theta (m x D)``,
-    ``a (n x D)``, ``b (n,)``; not :func:`evalplan.core.irt_jml.twopl_item_curve` (one unclipped logit)."""
+    ``a (n x D)``, ``b (n,)``; not :func:`evalplan.core.irt.irt_jml.twopl_item_curve` (one unclipped logit)."""
     theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64).ravel()
@@ -536,7 +536,7 @@ def irt_cross_fitted_errors(Y_ref: Any, variant: str, dim: int, bias: float, k: 
     """(M,) held-out errors ``y_i - est_{-fold(i)}(i)`` of an IRT coreset pipeline (issue 16 §2: the
     pessimistic half of the ``"calibrated"`` interval for the ``gp_irt`` / ``p_irt`` predictors).
 
-    On each of ``n_folds`` seeded folds of the references (:func:`evalplan.core.intervals.cross_fitted_errors`)
+    On each of ``n_folds`` seeded folds of the references (:func:`evalplan.core.coresets.intervals.cross_fitted_errors`)
     the IRT model is refitted on the training references (binarised as :func:`binarize`, dimension
     ``dim`` = the one chosen on all references, one SVI fit), the coreset chosen -- ``select(Y_train) ->
     (ranking, weights or None)`` for another selector, else (``select=None``) tinyBenchmarks' ``k``

@@ -1,13 +1,13 @@
-"""Multi-benchmark (suite) backtest on small generated data (evalplan.core.suite_backtest)."""
+"""Multi-benchmark (suite) backtest on small generated data (evalplan.core.backtest.suite_backtest)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evalplan.core.backtest import split_models
-from evalplan.core.intervals import interval_from_errors, pooled_errors
-from evalplan.core.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
+from evalplan.core.backtest.backtest import split_models
+from evalplan.core.backtest.suite_backtest import OVERALL, run_suite_backtest, split_total_budget
+from evalplan.core.coresets.intervals import interval_from_errors, pooled_errors
 
 
 def _suite(seed: int = 0, n_models: int = 50, sizes=(40, 25)) -> list[np.ndarray]:
@@ -42,7 +42,7 @@ def test_suite_rows_per_scope_and_overall_is_the_mean() -> None:
     ref, test = split_models(np.mean([Y.mean(1) for Y in mats], axis=0), 20, "stratified",
                              np.random.default_rng(3))
     cols = [np.sort(np.random.default_rng([3, 7919]).choice(Y.shape[1], size=k, replace=False))
-            for Y, k in zip(mats, (8, 5))]  # evalplan.core.backtest's seeded random coreset
+            for Y, k in zip(mats, (8, 5))]  # evalplan.core.backtest.backtest's seeded random coreset
     est = np.mean([Y[test][:, c].mean(1) for Y, c in zip(mats, cols)], axis=0)
     truth = np.mean([Y[test].mean(1) for Y in mats], axis=0)
     assert by[(OVERALL, "random")]["rmse"] == pytest.approx(float(np.sqrt(np.mean((est - truth) ** 2))))

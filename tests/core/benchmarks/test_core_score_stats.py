@@ -1,4 +1,4 @@
-"""Unit tests of evalplan.core.score_stats (no database)."""
+"""Unit tests of evalplan.core.benchmarks.score_stats (no database)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalplan.core.score_stats import score_matrix_stats
+from evalplan.core.benchmarks.score_stats import score_matrix_stats
 
 nan = math.nan
 

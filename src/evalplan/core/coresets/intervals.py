@@ -54,7 +54,7 @@ The point estimate stays the regression's (its RMSE is the better one).
 
 Extrapolation guard (issue rule): a target whose coreset mean is below the lowest or above the
 highest reference coreset mean is flagged ``extrapolation=True`` (:func:`extrapolation_flags`);
-:func:`guarded_predictor` then picks :class:`~evalplan.core.predictors.AIPWPredictor` (002 App. L.1)
+:func:`guarded_predictor` then picks :class:`~evalplan.core.coresets.predictors.AIPWPredictor` (002 App. L.1)
 unless the caller chose a predictor explicitly. This one rule serves ``POST /v1/coresets/{id}/predict``,
 the backtests' ``guard`` predictor and :func:`guarded_predict`.
 """
@@ -68,7 +68,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalplan.core.predictors import PREDICTOR_CLASSES
+from evalplan.core.coresets.predictors import PREDICTOR_CLASSES
 
 __all__ = [
     "DEFAULT_INTERVAL",

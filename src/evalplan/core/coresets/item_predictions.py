@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evalplan.core.predictors import default_lambdas, polynomial_kernel, smoother_loo_residuals
+from evalplan.core.coresets.predictors import default_lambdas, polynomial_kernel, smoother_loo_residuals
 
 __all__ = ["agreement_per_target", "anchor_item_predictions", "regression_item_predictions"]
 
@@ -39,7 +39,7 @@ def _loo_lambda(ev: np.ndarray, B: np.ndarray, Y: np.ndarray, lambdas: np.ndarra
 def regression_item_predictions(kind: str, X_ref: np.ndarray, Y_ref: np.ndarray, X_target: np.ndarray,
                                 lambdas: Sequence[float] | None = None) -> np.ndarray:
     """(T, N) item predictions of a multi-output ``ridge`` or ``kernel_ridge`` (degree 2, coef0 1,
-    gamma 1/k, as :class:`~evalplan.core.predictors.KernelRidgePredictor`) from the coreset scores.
+    gamma 1/k, as :class:`~evalplan.core.coresets.predictors.KernelRidgePredictor`) from the coreset scores.
 
     ``X_ref`` (M, k) reference coreset scores, ``Y_ref`` (M, N) reference item scores,
     ``X_target`` (T, k). Predictions are clipped to [0, 1] when ``Y_ref`` is.

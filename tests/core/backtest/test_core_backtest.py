@@ -1,4 +1,4 @@
-"""Offline coreset backtest (evalplan.core.backtest) and the `evalplan backtest` CLI, on synthetic 2-PL data."""
+"""Offline coreset backtest (evalplan.core.backtest.backtest) and the `evalplan backtest` CLI, on synthetic 2-PL data."""
 
 from __future__ import annotations
 
@@ -11,10 +11,16 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from evalplan.core.backtest import impute_item_mean, nogueira_stability, regression_metrics, run_backtest, split_models
+from evalplan.core.backtest.backtest import (
+    impute_item_mean,
+    nogueira_stability,
+    regression_metrics,
+    run_backtest,
+    split_models,
+)
 from evalplan.core.selection.score_based import SCORE_METHODS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def two_pl(m: int = 40, n: int = 50, seed: int = 0) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Tests for evalplan.core.predictors / evalplan.core.intervals (paper 002 §2.3, App. D.1, App. L.1)."""
+"""Tests for evalplan.core.coresets.predictors / evalplan.core.coresets.intervals (paper 002 §2.3, App. D.1, App. L.1)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge
 
-from evalplan.core.intervals import (
+from evalplan.core.coresets.intervals import (
     cross_fitted_errors,
     extrapolation_flag,
     guarded_predict,
@@ -16,7 +16,7 @@ from evalplan.core.intervals import (
     loo_conformal_interval,
     pooled_errors,
 )
-from evalplan.core.predictors import (
+from evalplan.core.coresets.predictors import (
     LAMBDAS_BINARY,
     LAMBDAS_CONTINUOUS,
     AIPWPredictor,

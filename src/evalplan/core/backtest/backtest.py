@@ -26,14 +26,14 @@ Protocol (one *trial* = one seed)
    ``coverage`` = fraction of test models inside the ``level`` interval ``prediction +- q``, ``q``
    the split-conformal quantile of the references' **cross-fitted** errors (ten folds; in each the
    selector *and* the predictor are refitted without the fold, as the service calibrates
-   score-based coresets: :func:`evalplan.core.intervals.cross_fitted_errors`); the ``guard`` keeps
+   score-based coresets: :func:`evalplan.core.coresets.intervals.cross_fitted_errors`); the ``guard`` keeps
    leave-one-reference-out residuals of its two predictors on the chosen coreset; NaN for
    ``gp_irt`` / ``p_irt`` (refitting tinyBenchmarks' IRT pipeline per fold is out of the time budget);
    ``agreement`` = mean over the test models of the item-level Agreement of 003 App. C.1
-   (:mod:`evalplan.core.item_predictions`; binary scores only, NaN for predictors without item-level
+   (:mod:`evalplan.core.coresets.item_predictions`; binary scores only, NaN for predictors without item-level
    predictions: ``mean``, ``aipw``, ``guard``);
    ``frac_flagged`` = fraction of test models outside the references' coreset-mean range
-   (:func:`~evalplan.core.intervals.extrapolation_flag`); ``seconds`` = selection + predictor
+   (:func:`~evalplan.core.coresets.intervals.extrapolation_flag`); ``seconds`` = selection + predictor
    fit/predict wall time (not the interval calibration).
 5. ``stability``: Nogueira et al. (2018) ``Phi_hat`` of the coresets chosen across the seeds for
    one (method, budget) (needs >= 2 seeds; NaN otherwise), repeated on each of its rows.
@@ -42,7 +42,7 @@ Methods (selectors): ``"random"`` (uniform random coreset), ``"irt"`` (:class:`I
 tinyBenchmarks IRT anchor points), and every key of :data:`SCORE_METHODS`. Predictors: ``mean``,
 ``weighted_mean`` (selector ``weights_``; uniform if it has none), ``ridge``, ``kernel_ridge``,
 ``aipw``, ``gp_irt``, ``p_irt`` (tinyBenchmarks' IRT model re-used from an ``irt`` selector, else
-fitted on the references, :func:`evalplan.core.irt.irt_predictor_for`) and ``guard``
+fitted on the references, :func:`evalplan.core.irt.irt.irt_predictor_for`) and ``guard``
 (:func:`guarded_predict`'s rule: kernel ridge for in-range targets, AIPW for flagged ones).
 """
 
@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from evalplan.core.auto import auto_select
-from evalplan.core.intervals import (
+from evalplan.core.coresets.auto import auto_select
+from evalplan.core.coresets.intervals import (
     base_rule,
     coreset_cross_fitted_errors,
     extrapolation_flags,
@@ -66,9 +66,13 @@ from evalplan.core.intervals import (
     interval_from_errors,
     loo_conformal_interval,
 )
-from evalplan.core.irt import IRTSelection, irt_predictor_for
-from evalplan.core.item_predictions import agreement_per_target, anchor_item_predictions, regression_item_predictions
-from evalplan.core.predictors import PREDICTOR_CLASSES, WeightedMeanPredictor
+from evalplan.core.coresets.item_predictions import (
+    agreement_per_target,
+    anchor_item_predictions,
+    regression_item_predictions,
+)
+from evalplan.core.coresets.predictors import PREDICTOR_CLASSES, WeightedMeanPredictor
+from evalplan.core.irt.irt import IRTSelection, irt_predictor_for
 from evalplan.core.selection.score_based import SCORE_METHODS
 
 __all__ = [
@@ -204,7 +208,7 @@ def _select(method: str, Y_ref: np.ndarray, k: int, seed: int, params: Mapping[s
     if method == "irt":
         sel = IRTSelection(k=k, seed=seed, **params).fit(Y_ref)
         return sel.ranking_, sel.weights_, sel
-    if method == "auto":  # evalplan.core.auto: the nested-CV choice; its AutoResult is the "selector"
+    if method == "auto":  # evalplan.core.coresets.auto: the nested-CV choice; its AutoResult is the "selector"
         res = auto_select(Y_ref, k, seed=seed, **params)
         return res.selection.idx, res.selection.weights, res
     if method not in SCORE_METHODS:
@@ -242,7 +246,7 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
         pred = irt_predictor_for(Y_full_ref, sel_idx, weights=weights, selector=selector, seed=seed)
         est = pred.predict(Xt)
         return (est.gp_irt if name == "gp_irt" else est.p_irt), math.nan, pred.item_probabilities_
-    if name == "guard":  # the service's extrapolation guard (evalplan.core.intervals.guarded_predictor)
+    if name == "guard":  # the service's extrapolation guard (evalplan.core.coresets.intervals.guarded_predictor)
         in_range, outside = (PREDICTOR_CLASSES[guarded_predictor(flag)] for flag in (False, True))
         out = in_range().fit(Xr, yr).predict(Xt)
         if flagged.any():
@@ -263,7 +267,7 @@ def _predict(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, yr: np.ndarray, 
 
 def _item_predictions(name: str, Y_full_ref: np.ndarray, Xr: np.ndarray, Xt: np.ndarray, selector: Any,
                       irt_items: np.ndarray | None) -> np.ndarray | None:
-    """(T x N) item-level predictions of predictor ``name`` (:mod:`evalplan.core.item_predictions`), or
+    """(T x N) item-level predictions of predictor ``name`` (:mod:`evalplan.core.coresets.item_predictions`), or
     None when it has none (mean, aipw, guard; weighted_mean without cluster labels)."""
     if name in ("gp_irt", "p_irt"):
         return irt_items
@@ -280,7 +284,7 @@ def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np
                             select: Callable[[np.ndarray, int, int], tuple[np.ndarray, Any, Any]] | None = None,
                             ) -> np.ndarray:
     """Held-out errors of (selector ``method`` -> predictor ``name``) on the references, the
-    selection refitted on each of ten folds (:func:`evalplan.core.intervals.cross_fitted_errors`); one
+    selection refitted on each of ten folds (:func:`evalplan.core.coresets.intervals.cross_fitted_errors`); one
     selection per fold is shared by the method's predictors through ``cache``; ``select(Y_train, k, seed)``
     replaces :func:`_select` (the planner's prefix cache)."""
     def select_fold(Y_train: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -301,7 +305,7 @@ def _selection_aware_errors(method: str, name: str, Y_ref: np.ndarray, s_ref: np
 def _fixed_errors(name: str, X_ref: np.ndarray, s_ref: np.ndarray, weights: np.ndarray | None,
                   rule: str | None) -> np.ndarray | None:
     """Leave-one-reference-out errors of predictor ``name`` on the chosen coreset's scores ``X_ref``
-    (:func:`evalplan.core.intervals.fixed_coreset_errors`) when ``rule`` (None = the default) is
+    (:func:`evalplan.core.coresets.intervals.fixed_coreset_errors`) when ``rule`` (None = the default) is
     ``"calibrated"``, else None (the ``"conformal"`` rule needs only the cross-fitted errors)."""
     if base_rule(rule) != "calibrated":  # "extended" sizes its interval by "calibrated"
         return None
@@ -340,7 +344,7 @@ def run_backtest(
         costly part (ten selections per row).
     checkpoint : called before each selection and each prediction; it raises to stop the run
         (cooperative cancellation of a job).
-    interval : the interval rule (:data:`evalplan.core.intervals.INTERVAL_RULES`; None = the default,
+    interval : the interval rule (:data:`evalplan.core.coresets.intervals.INTERVAL_RULES`; None = the default,
         ``"calibrated"``), as the service's predict applies it.
 
     Row keys: method, predictor, label, split, budget, k, seed, n_reference, n_test, rmse, mae,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalplan.core.benchmark_selection import (
+from evalplan.core.benchmarks.benchmark_selection import (
     BenchmarkSelector,
     GaussianImputer,
     greedy_entropy,

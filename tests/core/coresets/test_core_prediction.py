@@ -1,4 +1,4 @@
-"""Unit tests of evalplan.core.prediction (estimates and intervals from coreset scores)."""
+"""Unit tests of evalplan.core.coresets.prediction (estimates and intervals from coreset scores)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy.stats import norm
 
-from evalplan.core.prediction import estimate_from_coreset
+from evalplan.core.coresets.prediction import estimate_from_coreset
 
 Z95 = norm.ppf(0.975)
 

@@ -1,11 +1,11 @@
-"""Unit tests of evalplan.core.benchmark_similarity (paper §4.4, eqs. 12-13)."""
+"""Unit tests of evalplan.core.benchmarks.benchmark_similarity (paper §4.4, eqs. 12-13)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evalplan.core.benchmark_similarity import benchmark_ordering, benchmark_similarity
+from evalplan.core.benchmarks.benchmark_similarity import benchmark_ordering, benchmark_similarity
 
 
 def brute_force_M(X: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -7,14 +7,14 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge
 
-from evalplan.core.backtest import run_backtest
-from evalplan.core.item_predictions import (
+from evalplan.core.backtest.backtest import run_backtest
+from evalplan.core.coresets.item_predictions import (
     _loo_lambda,
     agreement_per_target,
     anchor_item_predictions,
     regression_item_predictions,
 )
-from evalplan.core.predictors import LAMBDAS_BINARY, polynomial_kernel
+from evalplan.core.coresets.predictors import LAMBDAS_BINARY, polynomial_kernel
 
 
 def _binary(M: int = 40, N: int = 60, seed: int = 0) -> np.ndarray:

@@ -5,7 +5,7 @@ The protocol the service follows for a coreset over several benchmarks
 
 1. The benchmarks' matrices share their models (rows aligned). A model's overall score is the
    mean of its per-benchmark means. References are drawn once per seed on the overall score
-   (:func:`evalplan.core.backtest.split_models`) and are the same for every benchmark.
+   (:func:`evalplan.core.backtest.backtest.split_models`) and are the same for every benchmark.
 2. The total budget ``max(B, round(fraction * total items))`` is split over the benchmarks in
    proportion to their sizes, at least one each (:func:`stratified_counts`).
 3. Per benchmark, the selector is fitted on the references with that benchmark's k_b and the
@@ -14,12 +14,12 @@ The protocol the service follows for a coreset over several benchmarks
    predictor refitted on ten folds, as the service calibrates. ``gp_irt`` / ``p_irt`` get no
    interval.
 4. Overall = mean of the per-benchmark estimates. Its interval uses the pooled per-reference
-   errors (:func:`evalplan.core.intervals.pooled_errors`), as the service does. Per-benchmark
+   errors (:func:`evalplan.core.coresets.intervals.pooled_errors`), as the service does. Per-benchmark
    estimates are clipped to the score range [0, 1] when the data lie in it (the service clips to
    each benchmark's scale).
 
 Rows: one per (scope, method, predictor, budget, seed), where ``scope`` is a benchmark name or
-``"overall"``. Keys: the row keys of :func:`evalplan.core.backtest.run_backtest` (``agreement`` and
+``"overall"``. Keys: the row keys of :func:`evalplan.core.backtest.backtest.run_backtest` (``agreement`` and
 ``stability`` are NaN here), plus ``scope``.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from evalplan.core.backtest import (
+from evalplan.core.backtest.backtest import (
     _NO_INTERVAL,
     _factory,
     _fixed_errors,
@@ -43,8 +43,8 @@ from evalplan.core.backtest import (
     regression_metrics,
     split_models,
 )
-from evalplan.core.intervals import interval_from_errors, pooled_errors
-from evalplan.core.irt import irt_predictor_for
+from evalplan.core.coresets.intervals import interval_from_errors, pooled_errors
+from evalplan.core.irt.irt import irt_predictor_for
 from evalplan.core.selection.baselines import stratified_counts
 
 __all__ = ["OVERALL", "split_total_budget", "run_suite_backtest"]
@@ -75,7 +75,7 @@ def run_suite_backtest(
     names: Sequence[str],
     plan: Mapping[str, Sequence[str]],
     budgets: Sequence[float] = (0.05, 0.1),
-    # the options of evalplan.core.backtest.run_backtest, with the same meaning
+    # the options of evalplan.core.backtest.backtest.run_backtest, with the same meaning
     n_reference: int = 30, split: str = "stratified", seeds: int | Sequence[int] = 5, level: float = 0.95,
     method_params: Mapping[str, Mapping[str, Any]] | None = None, intervals: bool = True,
     checkpoint: Callable[[], None] | None = None, interval: str | None = None,

@@ -1,0 +1,1 @@
+"""Benchmark-level statistics: the score scale, item statistics, similarity, benchmark selection, budgets."""

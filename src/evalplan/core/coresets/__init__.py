@@ -1,0 +1,1 @@
+"""A coreset's predictions: predictors, intervals, the design estimator, metrics, ``method: "auto"``."""

@@ -1,0 +1,1 @@
+"""Item texts and their sentence-transformers embeddings."""
