@@ -56,17 +56,17 @@ SERIES = [
 HWS = (0.02, 0.03)
 BUDGETS = (25, 50, 100)
 K = 5
-LABELS = {"base": "{baseline}", "none": "no previous", "before": "previous in the prior only (before)",
-          "prev": "previous (the default)"}
+LABELS = {"base": "{baseline}", "none": "no previous", "before": "previous in the prior (the default)",
+          "prev": "previous + flip model (use_previous)"}
 
 
 def session(prior: BucketPrior, scores: np.ndarray, method: str, n_max: int, seed: int = 0,
-            previous: list[dict[str, Any]] | None = None, prior_only: bool = False) -> dict[Any, Any]:
-    """One replayed session; ``prior_only``: ``previous`` in the prior only, not in the default's working model
-    (``active_design`` before issue 33 item 2)."""
+            previous: list[dict[str, Any]] | None = None, use_previous: bool | None = None) -> dict[Any, Any]:
+    """One replayed session; ``use_previous`` (``active_design`` only): the checkpoint's flip model in the working
+    model (``True``, opt-in) or ``previous`` in the prior only (``False``, the default)."""
     factory = session_estimators()[method]
-    if prior_only:
-        factory = functools.partial(ActiveDesignEstimator, use_previous=False)
+    if use_previous is not None:
+        factory = functools.partial(ActiveDesignEstimator, use_previous=use_previous)
     cfg = SessionConfig(method=method, seed=seed, stop={"half_width": 0.0, "level": 0.95, "min_items": 1},
                         previous=previous)
     est, lo, hi = replay(prior, scores, factory, cfg, level=0.95, score_range=(0.0, 1.0), n_max=n_max)
@@ -138,9 +138,10 @@ def _case(task: tuple[Any, ...]) -> list[dict[str, dict[str, Any]]]:
                 runs["base"] = base
             if not args.no_none:
                 runs["none"] = session(plain, y, m, n_max, seed=s)
-            runs["prev"] = session(warm, y, m, n_max, seed=s, previous=pcfg)
+            flip = True if m == "active_design" else None
+            runs["prev"] = session(warm, y, m, n_max, seed=s, previous=pcfg, use_previous=flip)
             if args.before and m == "active_design":
-                runs["before"] = session(warm, y, m, n_max, seed=s, previous=pcfg, prior_only=True)
+                runs["before"] = session(warm, y, m, n_max, seed=s, previous=pcfg, use_previous=False)
         out.append(per)
     return out
 
@@ -162,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pseudo", type=int, default=6, help="pseudo-checkpoint targets per data set")
     ap.add_argument("--kinds", nargs="+", default=None, help="only these series kinds (release, pseudo: ...)")
     ap.add_argument("--before", action="store_true",
-                    help="also run active_design with previous in the prior only (before issue 33 item 2)")
+                    help="also run active_design with previous in the prior only (the default; the other column "
+                         "adds the flip model, use_previous=True)")
     ap.add_argument("--no-none", action="store_true", help="skip the sessions without previous")
     ap.add_argument("--seeds", type=int, default=1, help="sessions (seeds) per case")
     ap.add_argument("--max-fraction", type=float, default=1.0,
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                          if g["base"] else math.nan)
                 ratio_before = (np.mean([r[h][0] for r in g["before"]]) / np.mean([r[h][0] for r in g["base"]])
                                 if g["base"] and g["before"] else math.nan)
-                cells.append(f"**{ratio:.2f}x**" + (f" (before: {ratio_before:.2f}x)" if g["before"] else ""))
+                cells.append(f"**{ratio:.2f}x**" + (f" (prior only: {ratio_before:.2f}x)" if g["before"] else ""))
                 cells.append(" / ".join(_coverage(runs, h) for _, runs in cols))
             for b in BUDGETS:
                 cells.append(" / ".join(f"{100 * np.mean([r['err'][b] for r in runs]):.2f}" for _, runs in cols))

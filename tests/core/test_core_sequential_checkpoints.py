@@ -1,4 +1,4 @@
-"""``previous`` in the default's working model (issue 33 item 2): the checkpoint's observed scores read back
+"""``previous`` in ``active_design``'s working model (issue 33 item 2; opt-in, ``use_previous=True``): the checkpoint's observed scores read back
 from the prior, the flip model and its blend with the reference model, the draw favouring flip-prone items,
 unbiasedness and coverage at a precision stop with ``previous`` (deterministic seeds: cannot flake)."""
 
@@ -116,7 +116,7 @@ def test_working_model_with_previous_has_lower_residual_variance_and_favours_fli
 
 def test_terms_stay_unbiased_over_the_draw_with_previous() -> None:
     R, y, prev, _ = series(3)
-    prior, est = session(R, prev, 3)
+    prior, est = session(R, prev, 3, use_previous=True)
     while est.n_observed < 40:
         for i in est.propose():
             est.observe(i, float(y[i]))
@@ -138,7 +138,7 @@ def test_coverage_at_a_precision_stop_with_previous() -> None:
     covered = 0
     for rep in range(30):
         R, y, prev, _ = series(500 + rep, n_items=250, partial=0.4 if rep % 2 else None)
-        trace = run_active_design(R, y, half_width=0.05, seed=rep, previous=[prev])
+        trace = run_active_design(R, y, half_width=0.05, seed=rep, previous=[prev], use_previous=True)
         lo, hi = trace[-1]["ci"]
         covered += int(lo <= y.mean() <= hi)
     assert covered >= 27

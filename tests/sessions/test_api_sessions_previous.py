@@ -114,9 +114,10 @@ def test_bad_previous_is_422_naming_the_field(client: TestClient) -> None:
         assert s.scalar(select(func.count()).select_from(EvalSession)) == 0
 
 
-def test_the_default_working_model_uses_previous_over_http(client: TestClient) -> None:
-    """The default (``active_design``) reads the checkpoint back from its stored prior (issue 33 item 2): its
-    flip model is fitted on every observed item, and the stored session shows the same."""
+def test_the_default_keeps_previous_in_its_prior_only(client: TestClient) -> None:
+    """The default (``active_design``) runs with ``previous`` in its prior; the checkpoint flip model of issue 33
+    item 2 is opt-in (``use_previous=True`` in the core), measured no better (docs/RESULTS.md "Checkpoint series"),
+    so the response carries no ``design.previous_model``."""
     data = make()
     upload(client, data)
     items = data["items"]
@@ -125,12 +126,10 @@ def test_the_default_working_model_uses_previous_over_http(client: TestClient) -
     assert r.status_code == 201, r.text
     body = r.json()
     assert body["method"] == "active_design"
-    assert body["design"]["previous_model"]["items_with_previous"] == N_ITEMS
     for _ in range(12):
         item = body["next_items"][0]
         body = client.post(f"/v1/sessions/{body['id']}/observations",
                            json={"item": item, "score": data["final"][items.index(item)]}).json()
-    assert body["design"]["previous_model"]["n_fit"] == 12
-    again = client.get(f"/v1/sessions/{body['id']}").json()
-    assert again["design"]["previous_model"] == body["design"]["previous_model"]
-    assert again["ci"] == body["ci"]
+    assert body["n_observed"] == 12
+    assert "previous_model" not in body["design"]
+    assert [p["model"] for p in body["config"]["previous"]] == ["ckpt-1"]

@@ -221,7 +221,7 @@ class ActiveDesignEstimator(ItemEstimator):
     def __init__(self, prior: BucketPrior, config: SessionConfig, *, score_range: tuple[float, float] | None = None,
                  uniform_share: float = UNIFORM_SHARE, extrapolation_share: float = EXTRAPOLATION_SHARE,
                  interval_kind: str | None = None, point: str = "model", working_model: str = WORKING_MODEL,
-                 adaptive_share: bool = True, equal_weights: bool = True, use_previous: bool = True) -> None:
+                 adaptive_share: bool = True, equal_weights: bool = True, use_previous: bool = False) -> None:
         super().__init__(prior, config)
         kind = interval_kind or getattr(config, "interval_kind", None) or INTERVAL_KIND
         if kind not in INTERVAL_KINDS:
@@ -518,10 +518,9 @@ class ActiveDesignEstimator(ItemEstimator):
     def _set_estimate(self) -> None:
         if not hasattr(self, "cs"):
             return
+        # the reference GP's estimate (it carries the checkpoints in its features); with use_previous the blended
+        # predictions' sum was measured no better as a point estimate (docs/RESULTS.md "Checkpoint series")
         self.model_estimate = float(self.model.estimate)
-        if self.previous_model is not None and self.n_observed < self.n_items:
-            mu, _ = self._predictions()
-            self.model_estimate = float((self._sum_s + self.model._w @ mu) / self.n_items)
         self.design_estimate = self.cs.mean()
         lo, hi = self.interval(self.level)
         raw = self.model_estimate
