@@ -60,7 +60,12 @@ command="${1:-}"
 case "$command" in
   setup) setup ;;
   serve) setup worker; exec "$VENV/bin/evalplan" serve --host "${EVALPLAN_HOST:-127.0.0.1}" --port "${EVALPLAN_PORT:-8000}" "$@" ;;
-  test)  setup; ensure_chromium; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)  setup; ensure_chromium
+         # both cores by default (pytest-xdist; each worker has its own PostgreSQL database and Redis db);
+         # -n N on the command line, or EVALPLAN_TEST_WORKERS=N, overrides it (0: one process)
+         workers=(-n "${EVALPLAN_TEST_WORKERS:-2}")
+         for arg in "$@"; do case "$arg" in -n|-n*|--numprocesses*|no:xdist|-pno:xdist) workers=() ;; esac; done
+         exec "$VENV/bin/python" -m pytest "${workers[@]}" "$@" ;;
   run)   # a README command from a fresh shell: the venv's python and evalplan first on PATH, no activation
          [ -f "$VENV/.evalplan-installed-worker-harness-test" ] && [ "$VENV/.evalplan-installed-worker-harness-test" -nt pyproject.toml ] \
            || setup worker,harness

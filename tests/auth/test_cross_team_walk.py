@@ -121,6 +121,7 @@ def operations(app: FastAPI) -> Iterator[tuple[str, str, dict[str, Any]]]:
             yield method.upper(), path, op
 
 
+@pytest.mark.slow
 def test_every_route_hides_another_teams_private_resources(walk_app: FastAPI) -> None:
     teams = make_teams(walk_app)
     try:
@@ -204,6 +205,7 @@ PUBLIC_PATCHES = ["/v1/benchmarks/{benchmark}", "/v1/benchmarks/alpha-bench-2", 
                   "/v1/benchmark-selections/{selection_id}"]
 
 
+@pytest.mark.slow
 def test_every_write_to_another_teams_public_resources_is_403(walk_app: FastAPI) -> None:
     """Alpha makes every resource public (benchmark, model, coreset, session, job, selection: each with
     an audited PATCH); beta then reads every one of them and every write route answers 403. A new write

@@ -31,6 +31,7 @@ def walk_app(committed_session_factory: sessionmaker[Session], database_urls: di
     dispatcher.shutdown()
 
 
+@pytest.mark.slow
 def test_team_beta_uses_alphas_published_coreset_while_the_benchmark_stays_private(walk_app: FastAPI) -> None:
     teams = make_teams(walk_app)
     try:

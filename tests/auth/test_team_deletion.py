@@ -98,6 +98,7 @@ def test_only_the_bootstrap_admin_deletes_and_local_stays(teams: Teams) -> None:
     assert teams.a.get("/v1/benchmarks").status_code == 200
 
 
+@pytest.mark.slow
 def test_delete_team_removes_everything_it_owns(teams: Teams, committed_session_factory: sessionmaker[Session]
                                                 ) -> None:
     build(teams.a, "alpha")
@@ -124,6 +125,7 @@ def test_delete_team_removes_everything_it_owns(teams: Teams, committed_session_
     assert teams.admin.post("/v1/teams", json={"name": "alpha"}).status_code == 201
 
 
+@pytest.mark.slow
 def test_delete_team_is_409_while_others_depend_and_nothing_is_deleted(
         teams: Teams, committed_session_factory: sessionmaker[Session]) -> None:
     alpha = build(teams.a, "alpha", public=True)

@@ -3,6 +3,7 @@ upload on a busy database is not cancelled by the per-statement timeout of ordin
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
@@ -11,6 +12,7 @@ from evalplan.kit.db import make_engine
 from evalplan.kit.settings import get_settings
 
 
+@pytest.mark.slow
 def test_bulk_write_raises_the_statement_timeout_for_its_transaction_only(pg_engine: Engine) -> None:
     engine = make_engine(pg_engine.url.render_as_string(hide_password=False), statement_timeout_s=2.0)
     try:

@@ -8,6 +8,7 @@ import csv
 import io
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from evalplan.kit.csv_cells import neutralise, restore
@@ -32,6 +33,7 @@ def _cells(text: str) -> list[str]:
     return [cell for row in rows for cell in row]
 
 
+@pytest.mark.slow
 def test_score_and_coreset_csv_exports_neutralise_formula_cells(committed_client: TestClient) -> None:
     client = committed_client
     create_benchmark(client, "=evil-bench", score_kind="binary")

@@ -130,6 +130,7 @@ def test_a_bad_cell_in_the_last_row_of_a_large_upload_stores_nothing(pg_committe
     assert table_snapshot(engine) == before
 
 
+@pytest.mark.slow
 def test_a_write_cancelled_late_stores_nothing(pg_committed_client: tuple[TestClient, Engine],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The database cancels the write near its end (the bulk statement timeout, while the update of the last

@@ -39,6 +39,7 @@ def upload_benchmark(client: EvalplanClient, name: str = "ci-bench") -> dict[str
     return dict(zip(items, target.tolist()))
 
 
+@pytest.mark.slow
 def test_run_session_reaches_the_stopping_rule(server: EvalplanClient) -> None:
     truth = upload_benchmark(server)
     asked: list[str] = []
@@ -72,6 +73,7 @@ def test_run_session_reaches_the_stopping_rule(server: EvalplanClient) -> None:
     assert err.value.status == 422
 
 
+@pytest.mark.slow
 def test_cli_session_commands(server: EvalplanClient) -> None:
     truth = upload_benchmark(server, "cli-bench")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -105,6 +107,7 @@ def test_cli_session_commands(server: EvalplanClient) -> None:
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
+@pytest.mark.slow
 def test_item_responses_after_an_lm_eval_import(server: EvalplanClient) -> None:
     example = ROOT / "examples" / "lm-eval" / "samples_arc_easy_2024-06-26T12-00-00.123456.jsonl"
     server.import_lm_eval("org/arc-model", [example])

@@ -41,6 +41,7 @@ def cli(served: dict[str, Any], *args: str, token_env: str | None = None) -> sub
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_operator_cli_and_clients_carry_tokens(served: dict[str, Any]) -> None:
     base = served["base"]
     made = cli(served, "admin", "create-team", "ml-eval")

@@ -6,6 +6,7 @@ exactness, reproducibility from the recorded probabilities (deterministic seeds:
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_core_sequential_refgp_v2 import population
 
 from evalplan.core.sequential import BucketPrior, SessionConfig, make_estimator
@@ -48,6 +49,7 @@ def test_each_term_is_unbiased_over_the_draw_whatever_the_model() -> None:
     assert np.all(theta <= (est._sum_s + d.pred_sum + d.high) / est.n_items + 1e-12)
 
 
+@pytest.mark.slow
 def test_coverage_at_a_precision_stop() -> None:
     """The 95% interval at the (data-dependent) first time its half-width is <= h covers >= 93%."""
     covered = stopped = 0
@@ -63,6 +65,7 @@ def test_coverage_at_a_precision_stop() -> None:
     assert covered / 60 >= 0.93
 
 
+@pytest.mark.slow
 def test_a_wrong_working_model_still_covers_and_intervals_never_grow() -> None:
     """Targets that reverse the references' item difficulties (the model predicts them wrongly) and a target
     above every reference: the confidence sequence still covers at every n, and never widens."""

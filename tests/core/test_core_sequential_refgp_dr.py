@@ -6,6 +6,7 @@ sits above every reference (deterministic seeds: cannot flake)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_core_sequential_refgp_v2 import population
 
 from evalplan.core.sequential import BucketPrior, SessionConfig, make_estimator
@@ -66,6 +67,7 @@ def test_items_are_uniform_and_seeded_and_exhaustion_gives_the_mean() -> None:
     assert np.isclose(a.estimate, X[0].mean()) and a.variance == 0.0
 
 
+@pytest.mark.slow
 def test_interval_covers_a_target_above_every_reference() -> None:
     """Extrapolation (the target's ability above every reference's): the random design keeps the 95%
     interval honest where the working model is biased."""

@@ -113,6 +113,7 @@ def test_extrapolation_a_target_above_every_reference() -> None:
     assert v2.delta > 0.5
 
 
+@pytest.mark.slow
 def test_coverage_on_a_synthetic_replay_is_near_nominal() -> None:
     """30 held-out models of one population replayed as targets: the 95% interval covers >= 80% of
     them at n = 30 and 60 (deterministic seeds; the binomial sd at 30 targets is 4%)."""

@@ -148,6 +148,7 @@ def test_few_references_are_not_calibrated_and_sessions_still_run() -> None:
     assert derived(prior, "calibration:refgp_v3:0.95:8:300:0") is not None
 
 
+@pytest.mark.slow
 def test_coverage_on_a_synthetic_replay_is_near_nominal() -> None:
     """30 held-out models replayed as targets: the calibrated 95% interval covers >= 80% at n = 30, 60."""
     Y, _ = population(90, 250, seed=21)

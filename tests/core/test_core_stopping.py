@@ -130,6 +130,7 @@ def test_half_width_zero_never_stops_on_precision_and_intervals_stay_in_range() 
     assert all(0.0 <= r["ci"][0] <= r["estimate"] <= r["ci"][1] <= 1.0 for r in s.trajectory)
 
 
+@pytest.mark.slow
 def test_without_a_rule_bayesame_keeps_the_papers_rule() -> None:
     prior, target = _prior(2)
     config = SessionConfig(method="bayesame")

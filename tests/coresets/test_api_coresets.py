@@ -61,6 +61,7 @@ def create(client, **body) -> dict:
     return coreset
 
 
+@pytest.mark.slow
 def test_facility_location_end_to_end(committed_client):
     client = committed_client
     truth = setup_suite(client)

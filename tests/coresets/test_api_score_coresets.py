@@ -73,6 +73,7 @@ def suite():
     return make_suite(N_ITEMS, seed=1)
 
 
+@pytest.mark.slow
 def test_every_score_method_selects_and_predicts(committed_client, suite) -> None:
     client = committed_client
     upload(client, "gen", suite["ref"])
@@ -184,6 +185,7 @@ def test_two_benchmarks_int_budget_split_proportionally(committed_client, suite)
     assert per.count("big") == 6 and per.count("small") == 3
 
 
+@pytest.mark.slow
 def test_get_ships_no_fitted_state_and_predict_refits_from_it(committed_client, committed_session_factory,
                                                                suite) -> None:
     """The predictor state (references x k numbers) lives in the deferred ``fitted_state`` column:
@@ -306,6 +308,7 @@ def test_bad_inputs_are_422_and_store_nothing(committed_client, committed_sessio
         assert session.scalar(select(func.count()).select_from(Coreset)) == 0
 
 
+@pytest.mark.slow
 def test_every_predictor_gives_a_sane_estimate(committed_client, suite) -> None:
     client = committed_client
     upload(client, "gen", suite["ref"])

@@ -134,6 +134,7 @@ def test_round_trip_on_fresh_sqlite(sqlite_url: str) -> None:
     check_round_trip(sqlite_url)
 
 
+@pytest.mark.slow
 def test_round_trip_on_fresh_postgresql(postgres_url: str) -> None:
     check_round_trip(postgres_url)
 

@@ -8,10 +8,12 @@ import json
 import time
 
 import httpx
+import pytest
 
 from support.helpers import embedded_server
 
 
+@pytest.mark.slow
 def test_embedded_server_coreset_journey(tmp_path):
     with embedded_server(tmp_path) as api, httpx.Client(base_url=api.base_url, timeout=60) as http:
         assert http.get("/docs").status_code == 200

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from support.helpers import free_port
 
@@ -30,6 +31,7 @@ if "--multiprocessing-fork" in sys.argv:  # a uvicorn worker (spawned), not the 
 """
 
 
+@pytest.mark.slow
 def test_slowly_starting_workers_are_not_killed(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(SLOW_START)
     spawn_log = tmp_path / "spawned.txt"

@@ -35,6 +35,7 @@ def scores_of(client, benchmark: str, model: str, metric: str | None = None) -> 
 
 # ----------------------------------------------------------------------------- inspect_ai
 
+@pytest.mark.slow
 def test_inspect_eval_log_imports_every_sample(client, tmp_path):
     log = inspect_log(tmp_path, n=45)
     r = post(client, "inspect", [log])
@@ -147,6 +148,7 @@ def test_helm_needs_model_and_stats_file(client, db_session_factory):
 
 # ----------------------------------------------------------------------------- lighteval
 
+@pytest.mark.slow
 def test_lighteval_details_split_goes_into_the_id(client, tmp_path):
     from support.harness_runs import lighteval_details
 

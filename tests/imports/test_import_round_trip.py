@@ -17,6 +17,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -84,6 +85,7 @@ def test_lm_eval_round_trip_and_scores_replaced(client: TestClient) -> None:
     assert again["benchmarks"][0]["scores_replaced"] == 10
 
 
+@pytest.mark.slow
 def test_helm_round_trip(client: TestClient) -> None:
     create_benchmark(client, "helm-mcqa", score_kind="binary")
     paths = (HELM / "per_instance_stats.json", HELM / "scenario_state.json")

@@ -39,6 +39,7 @@ def reference_scores(client: EvalplanClient, benchmark: str, item_ids: list[str]
 
 # ----------------------------------------------------------------------------- inspect_ai SampleSource
 
+@pytest.mark.slow
 def test_inspect_sample_source_runs_exactly_the_session(server: EvalplanClient, tmp_path: Path) -> None:
     from inspect_ai import Task
     from inspect_ai import eval as inspect_eval
@@ -86,6 +87,7 @@ def read_samples(folder: Path) -> list[dict]:
     return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_run_lm_eval_session_and_coreset(server: EvalplanClient, tmp_path: Path) -> None:
     tasks = lm_eval_task_dir(tmp_path / "tasks")
     # references: full real lm-eval runs of the dummy model, imported from lm-eval's own samples files
@@ -161,6 +163,7 @@ def small_session(server: EvalplanClient, name: str) -> dict:
     return run_session(server, name, "org/tracked", lambda item: float(int(item[1:]) % 2), max_items=10, seed=1)
 
 
+@pytest.mark.slow
 def test_mlflow_sink_logs_the_trajectory_and_predictions(server: EvalplanClient, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -190,6 +193,7 @@ def test_mlflow_sink_logs_the_trajectory_and_predictions(server: EvalplanClient,
     os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
 
 
+@pytest.mark.slow
 def test_wandb_sink_offline(server: EvalplanClient, tmp_path: Path) -> None:
     from evalplan.integrations.tracking import log_session_wandb
 

@@ -72,6 +72,7 @@ def timed(call: Any) -> tuple[httpx.Response, float]:
     return response, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_unreachable_database_gives_fast_503s_and_health_answers(blackhole: Blackhole) -> None:
     url = f"postgresql+psycopg://postgres@127.0.0.1:{blackhole.port}/evalplan"
     app = create_app(settings_for(url, db_connect_timeout_s=1.0, housekeeping=False))
@@ -271,6 +272,7 @@ def start_api(pg_url: str, port: int, log_path: Path) -> subprocess.Popen:
     raise AssertionError("evalplan serve did not start: " + log_path.read_text(errors="replace")[-2000:])
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_api_mid_keyed_request_then_the_retry_works(pg_engine: Engine, database_urls: dict[str, str],
                                                                    tmp_path: Path) -> None:
     factory = make_session_factory(pg_engine)

@@ -139,6 +139,7 @@ def test_worker_without_redis_url_exits_2(tmp_path: Path) -> None:
     assert "tpu" in done.stderr
 
 
+@pytest.mark.slow
 def test_db_upgrade_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
     db_file = tmp_path / "fresh.db"
     env = clean_env(EVALPLAN_DATABASE_URL=f"sqlite:///{db_file}")

@@ -60,6 +60,7 @@ def test_twenty_uploads_introducing_one_model(server: LiveServer) -> None:
         assert text.splitlines() == ["model,q1,q2,q3", f"new-m,1,0,{i % 2}"]
 
 
+@pytest.mark.slow
 def test_large_uploads_sharing_new_models_in_different_orders(server: LiveServer) -> None:
     """Eight uploads of thousands of cells each (the bulk write: COPY + one upsert on PostgreSQL), each to its own
     benchmark, all introducing the same three new models, each listing them in another order: all 200, every

@@ -36,6 +36,7 @@ def test_the_default_lease_frees_a_crashed_requests_key_within_30_s() -> None:
     assert Settings(database_url="sqlite://").idempotency_lease_s <= 30
 
 
+@pytest.mark.slow
 def test_a_running_keyed_request_keeps_its_key_past_the_lease(short_lease_server: LiveServer,
                                                              engines: dict[str, Engine]) -> None:
     """Lease 1 s: a keyed upload that runs for seconds is heartbeated; a retry 2.5 s in gets 409, never a
@@ -76,6 +77,7 @@ def test_a_running_keyed_request_keeps_its_key_past_the_lease(short_lease_server
     assert replay.content == response.content
 
 
+@pytest.mark.slow
 def test_the_client_retries_an_in_progress_key_until_the_crashed_lease_expires(
         engines: dict[str, Engine], database_urls: dict[str, str]) -> None:
     with serving(engines["sqlite"], database_urls["sqlite"]) as server:

@@ -27,6 +27,7 @@ def server(engines: dict[str, Engine], database_urls: dict[str, str], backend: s
         yield running
 
 
+@pytest.mark.slow
 def test_retry_right_after_the_answer_replays(server: LiveServer) -> None:
     """50 sequential pairs over one keep-alive connection: the retry never sees 409."""
     with httpx.Client(base_url=server.url, timeout=30) as http:

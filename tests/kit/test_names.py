@@ -56,6 +56,7 @@ def test_bad_names_are_refused_on_every_create_path(client: TestClient, db_sessi
     assert count_rows(db_session_factory, Benchmark, Model, Coreset) == before
 
 
+@pytest.mark.slow
 def test_coreset_names_hold_no_slash_or_at(client: TestClient) -> None:
     create_benchmark(client, "ok-bench", score_kind="binary")
     upload_items(client, "ok-bench", ["q0", "q1"])

@@ -113,6 +113,7 @@ def test_json_log_lines_carry_the_request_id(client: TestClient) -> None:
 
 
 
+@pytest.mark.slow
 def test_metrics_of_several_processes_are_summed(tmp_path) -> None:
     """Multiprocess mode (what ``serve --workers N`` sets up): two processes count requests, a third one's
     ``/metrics`` text reports their sum, not its own zero."""
@@ -136,6 +137,7 @@ def test_metrics_of_several_processes_are_summed(tmp_path) -> None:
     assert counted[("evalplan_http_request_duration_seconds_count", (("method", "GET"), ("route", "/v1/x")))] == 2
 
 
+@pytest.mark.slow
 def test_serve_with_two_workers_answers_metrics(tmp_path) -> None:
     """``evalplan serve --workers 2`` makes its own multiprocess folder: ``/metrics`` answers and counts."""
     import urllib.request

@@ -47,6 +47,7 @@ def slow_upload(url: str, out: list[str], stop: threading.Event) -> None:
         out.append(f"error {exc}")
 
 
+@pytest.mark.slow
 def test_slow_senders_hold_no_database_connection(slow_server: LiveServer) -> None:
     http = slow_server.http
     assert http.post("/v1/benchmarks", json={"name": "slow"}).status_code == 201
@@ -71,6 +72,7 @@ def test_slow_senders_hold_no_database_connection(slow_server: LiveServer) -> No
     assert len(results) == 24 and all(" 408 " in r for r in results), results
 
 
+@pytest.mark.slow
 def test_concurrent_bodies_per_client_are_limited(engines: dict[str, Engine], database_urls: dict[str, str]) -> None:
     with serving(engines["postgresql"], database_urls["postgresql"], body_min_rate_bytes_s=100.0,
                  body_read_grace_s=3.0, max_concurrent_uploads_per_client=4) as server:

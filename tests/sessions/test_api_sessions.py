@@ -83,6 +83,7 @@ def count(client: TestClient, model: type) -> int:
         return s.scalar(select(func.count()).select_from(model))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", [None, *METHODS])
 def test_session_runs_to_its_stopping_rule_matching_a_local_replay(client: TestClient, method: str | None) -> None:
     """Every method (omitted: the default, named in the response) gives exactly the local estimator's numbers."""
@@ -235,6 +236,7 @@ def test_derived_values_are_stored_with_the_prior_and_shared(client: TestClient,
         assert two.json()[field] == one.json()[field], field
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["bayesame", DEFAULT_METHOD, "proeval_bq", "fluid_irt"])
 def test_restart_mid_session_changes_nothing(client: TestClient, db_session_factory, database_urls, backend,
                                              method: str) -> None:
@@ -317,6 +319,7 @@ def test_list_sessions_filters_and_pages(client: TestClient) -> None:
     assert client.get("/v1/sessions", params={"benchmark": "missing"}).status_code == 404
 
 
+@pytest.mark.slow
 def test_concurrent_posts_lose_and_double_nothing(committed_client: TestClient) -> None:
     data = upload(committed_client)
     session = committed_client.post("/v1/sessions", json={
@@ -343,6 +346,7 @@ def test_concurrent_posts_lose_and_double_nothing(committed_client: TestClient) 
     assert len(committed_client.get(f"/v1/sessions/{session['id']}/trajectory").json()) == 50
 
 
+@pytest.mark.slow
 def test_a_batch_that_crosses_the_stopping_rule_is_kept_but_not_used(client: TestClient) -> None:
     data = upload(client)
     sid = client.post("/v1/sessions", json={"benchmark": data["name"], "target": TARGET, "max_items": 3}).json()["id"]

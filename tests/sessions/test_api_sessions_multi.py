@@ -261,6 +261,7 @@ def test_multi_bad_creates_store_nothing(client: TestClient) -> None:
     assert omitted.status_code == 201 and omitted.json()["method"] == "bayesame"  # the multi-target default
 
 
+@pytest.mark.slow
 def test_multi_restart_mid_session_changes_nothing(client: TestClient, db_session_factory, database_urls,
                                                    backend) -> None:
     data = upload(client, "continuous")

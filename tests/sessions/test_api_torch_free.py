@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import json, sys, tempfile
     import numpy as np
@@ -47,6 +49,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sessions_never_import_torch(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, capture_output=True, text=True, timeout=600,

@@ -39,6 +39,7 @@ def test_root_redirects_to_the_pages(client) -> None:
     assert "No benchmarks yet" in html(client, "/ui/")
 
 
+@pytest.mark.slow
 def test_every_page_renders(committed_client, seeded) -> None:
     http = committed_client
     home = html(http, "/ui/")

@@ -37,6 +37,7 @@ def Y() -> np.ndarray:
     return two_pl()
 
 
+@pytest.mark.slow
 def test_rows_for_every_method(Y):
     methods = ["random", "irt", *SCORE_METHODS]
     preds = {"random": ["mean", "ridge"], "anchor_points": ["weighted_mean", "kernel_ridge"], "irt": ["gp_irt"]}
@@ -148,6 +149,7 @@ def test_bad_inputs(Y):
         run_backtest(Y * 2, ["irt"], seeds=1)
 
 
+@pytest.mark.slow
 def test_cli_backtest_prints_table(tmp_path):
     Y = two_pl(30, 40, seed=5)
     lines = ["model," + ",".join(f"i{j}" for j in range(40))]
@@ -170,6 +172,7 @@ def test_cli_backtest_prints_table(tmp_path):
     assert bad.returncode == 2 and "cannot read" in bad.stderr
 
 
+@pytest.mark.slow
 def test_cli_backtest_suite_prints_per_benchmark_and_overall(tmp_path):
     paths = []
     for b, n_items in enumerate((40, 24)):

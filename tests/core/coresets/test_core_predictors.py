@@ -174,6 +174,7 @@ def test_conformal_coverage_iid(method: str) -> None:
     assert abs(cov - level) <= 0.04, cov
 
 
+@pytest.mark.slow
 def test_pooled_interval_covers_the_mean_of_benchmarks_iid() -> None:
     """Five benchmarks, M = 30 shared references: the pooled interval of the mean estimate is
     finite (a Bonferroni union at 0.98 would need rank 31 > 30) and covers at about the level."""

@@ -62,6 +62,7 @@ def test_binarize_keeps_binary_data_and_thresholds_soft_scores():
     assert set(np.unique(Yb)) <= {0.0, 1.0}
 
 
+@pytest.mark.slow
 def test_svi_fit_recovers_the_items_and_is_deterministic(data):
     b, theta, Y, _ = data
     fit = fit_multidim_2pl(Y, 1, epochs=EPOCHS, seed=3)
