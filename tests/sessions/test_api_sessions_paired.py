@@ -99,6 +99,8 @@ def test_compare_to_an_earlier_session_uses_its_observed_items(client: TestClien
     ({"compare_to": "tgt-b", "previous": ["tgt-a"]}, "previous"),
     ({"previous": ["tgt-a"]}, "previous.0"),  # previous naming the target
     ({"compare_to": "tgt-b", "method": "bayesame"}, "method"),
+    ({"compare_to": "tgt-b", "method_params": {"interval": "paper_normal"}}, "method_params"),  # ignored before
+    ({"compare_to": "tgt-b", "method": "random", "method_params": {"interval": "paper_normal"}}, "method_params"),
 ])
 def test_bad_paired_input_is_located_and_stores_nothing(client: TestClient, extra: dict, field: str) -> None:
     data = upload(client, "pairedbench3")

@@ -243,6 +243,10 @@ def resolve_compare(session: Session, request: SessionCreate, benchmark: Benchma
                             f"none, not {request.method!r}")
     if request.previous is not None:
         raise bad("previous", "a paired session (compare_to) draws its items at random and does not use previous")
+    params = request.method_params
+    if params is not None and (params.model_dump(exclude_unset=True) if hasattr(params, "model_dump") else params):
+        raise bad("method_params", "a paired session (compare_to) takes no method_params: its items are drawn "
+                                   "uniformly and its interval is the paired betting confidence sequence")
     lo, hi = score_range(benchmark, infinite=True)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise bad("compare_to", f"a paired session needs a bounded score range; benchmark {benchmark.name!r} "
