@@ -15,6 +15,16 @@ def benchmark_by_id(session: Session, benchmark_id: str) -> Benchmark | None:
     return session.get(Benchmark, benchmark_id)
 
 
+def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
+    """The readable benchmark ``benchmark_id`` (``NoResultFound`` otherwise)."""
+    return session.get_one(Benchmark, benchmark_id)
+
+
+def ids_by_name(session: Session, benchmark_ids: list[str]) -> dict[str, str]:
+    """name -> id of the readable benchmarks among ``benchmark_ids``."""
+    return dict(session.execute(select(Benchmark.name, Benchmark.id).where(Benchmark.id.in_(benchmark_ids))).all())
+
+
 def item_count(session: Session, benchmark_id: str) -> int:
     return int(session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == benchmark_id)) or 0)
 

@@ -6,7 +6,6 @@ from threading import Lock
 from typing import Any
 
 from cachetools import LRUCache
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.score_matrix import load_matrix, metrics_of, models_with_scores
@@ -15,6 +14,7 @@ from evalplan.core.benchmarks.score_stats import score_matrix_stats
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import NotFound
 from evalplan.kit.jobs import create_job
+from evalplan.kit.repository import recent_benchmark_jobs
 
 KIND = "score_stats"
 
@@ -56,10 +56,7 @@ def find_stats(session: Session, benchmark: Benchmark, metric: str | None) -> tu
         raise NotFound(f"benchmark {benchmark.name!r} has no scores under metric {metric!r}"
                        + (f"; its metrics: {', '.join(known)}" if known else ""),
                        [{"parameter": "metric", "detail": f"unknown metric {metric!r}"}])
-    recent = session.scalars(
-        select(Job).where(Job.kind == KIND, Job.benchmark_id == benchmark.id).order_by(Job.id.desc()).limit(50)
-    )
-    for job in recent:
+    for job in recent_benchmark_jobs(session, KIND, benchmark.id, 50):
         payload = job.payload or {}
         if payload.get("metric") != metric or payload.get("data_version") != benchmark.data_version:
             continue

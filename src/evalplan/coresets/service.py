@@ -25,6 +25,7 @@ from evalplan.coresets.shared_view import shared_view
 from evalplan.db.models import Coreset, Job
 from evalplan.kit.errors import Conflict
 from evalplan.kit.pagination import Page, keyset_page
+from evalplan.kit.repository import job_by_id
 
 
 def create_coreset(session: Session, request: CoresetRequest, default_embedding_model: str) -> tuple[Coreset, Job]:
@@ -63,7 +64,7 @@ def require_ready(coreset: Coreset) -> None:
 
 def coreset_view(session: Session, coreset: Coreset) -> dict[str, Any]:
     """The coreset of ``GET /v1/coresets/{id}`` (``evalplan.coresets.schemas.CoresetOut``)."""
-    job = session.get(Job, coreset.job_id) if coreset.job_id else None
+    job = job_by_id(session, coreset.job_id) if coreset.job_id else None
     items = [{k: v for k, v in row.items() if k != "source_index"} for row in coreset_rows(session, coreset)]
     with curation.published_reads(session, coreset):
         names = benchmark_names(session, coreset.benchmark_ids)

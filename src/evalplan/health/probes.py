@@ -6,10 +6,11 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import anyio
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from evalplan.db.models import Worker, utcnow
+from evalplan.db.models import utcnow
+from evalplan.kit.repository import live_worker_count
 from evalplan.kit.settings import Settings
 
 #: probe threads of their own: a probe stuck on a dead server never takes a request thread
@@ -53,8 +54,7 @@ def _broker(url: str, timeout_s: float) -> str:
 def _workers(session_factory: sessionmaker[Session], lease_s: float) -> str:
     fresh = utcnow() - timedelta(seconds=lease_s)
     with session_factory() as session:
-        alive = session.scalar(select(func.count()).select_from(Worker).where(
-            Worker.kind == "celery", Worker.last_seen_at >= fresh))
+        alive = live_worker_count(session, "celery", fresh)
     return "ok" if alive else f"down: no worker heartbeat in the last {lease_s:g} s"
 
 

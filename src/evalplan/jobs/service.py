@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.scoping import require_own
 from evalplan.db.models import Job
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 from evalplan.kit.jobs import JOB_STATUSES, finish_job
-from evalplan.kit.pagination import Page, keyset_page
+from evalplan.kit.pagination import Page
+from evalplan.kit.repository import job_by_id, job_page
 
 
 def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+    job = job_by_id(session, job_id)
     if job is None:
         raise NotFound(f"job {job_id!r} does not exist", [{"parameter": "id", "detail": "no such job"}])
     return job
 
 
 def cancel_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id, with_for_update=True)
+    job = job_by_id(session, job_id, for_update=True)
     if job is None:
         raise NotFound(f"job {job_id!r} does not exist", [{"parameter": "id", "detail": "no such job"}])
     require_own(session, job, f"job {job_id!r}")
@@ -36,9 +36,4 @@ def list_jobs(session: Session, *, limit: int, cursor: str | None, kind: str | N
               status: str | None = None) -> Page[Job]:
     if status is not None and status not in JOB_STATUSES:
         raise InvalidInput(f"unknown status {status!r}", [{"parameter": "status", "detail": f"one of {JOB_STATUSES}"}])
-    stmt = select(Job)
-    if kind is not None:
-        stmt = stmt.where(Job.kind == kind)
-    if status is not None:
-        stmt = stmt.where(Job.status == status)
-    return keyset_page(session, stmt, Job.id, limit=limit, cursor=cursor, what="job", descending=True)
+    return job_page(session, limit=limit, cursor=cursor, kind=kind, status=status)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from evalplan import charts
 from evalplan.db.models import Job
 from evalplan.kit.errors import Conflict, NotFound
+from evalplan.kit.repository import job_by_id
 from evalplan.plans.service import KIND
 
 
@@ -20,7 +21,7 @@ def is_plan(job: Job) -> bool:
 
 def get_plan(session: Session, plan_id: str) -> Job:
     """The plan job ``plan_id`` (a job id; 404 when there is none or it is another kind of job)."""
-    job = session.get(Job, plan_id)
+    job = job_by_id(session, plan_id)
     if job is None:
         raise NotFound(f"plan {plan_id!r} does not exist", [{"parameter": "plan_id", "detail": "no such plan"}])
     return plan_job(job)

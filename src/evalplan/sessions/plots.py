@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 
 from evalplan import charts
 from evalplan.benchmarks import service as benchmarks
+from evalplan.benchmarks.repository import benchmark_by_id
 from evalplan.core.sequential.interval_names import interval_label
-from evalplan.db.models import Benchmark, EvalSession
+from evalplan.db.models import EvalSession
 from evalplan.sessions import views
 
 DEFAULT_LEVEL = 0.95
@@ -30,7 +31,7 @@ def trajectory_chart(session: Session, row: EvalSession) -> Any:
     truth = views.true_scores(session, row)
     threshold = views.stop_half_width(row)
     level = session_level(row)
-    bench = session.get(Benchmark, row.benchmark_id)
+    bench = benchmark_by_id(session, row.benchmark_id)
     benchmark = bench.name if bench is not None else row.benchmark_id
     score_range = (0.0, 1.0) if bench is None else benchmarks.score_range(bench)
     band = interval_label(level, row.method, row.config, multi_target=bool(row.targets))

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks import service as benchmarks
+from evalplan.benchmarks.repository import benchmark_by_id
 from evalplan.core.sequential import SessionConfig, make_estimator
 from evalplan.core.sequential.multi_target import MultiTargetEstimator
 from evalplan.core.sequential.paired import PairedSession
@@ -136,7 +137,7 @@ def replay(session: Session, row: EvalSession, entry: PriorEntry, benchmark: Ben
            upto: int | None = None) -> Any:
     """A fresh estimator fed the stored observations in ``seq`` order (those before ``upto``)."""
     if benchmark is None:
-        benchmark = session.get(Benchmark, row.benchmark_id)
+        benchmark = benchmark_by_id(session, row.benchmark_id)
     assert benchmark is not None
     estimator = new_estimator(row, entry, benchmark)
     stmt = (select(SessionObservation.target_index, SessionObservation.item_pk, SessionObservation.score)

@@ -17,6 +17,7 @@ from evalplan.auth.deps import DbSession
 from evalplan.auth.scoping import caller_of, scoped_factory
 from evalplan.benchmarks import service as benchmark_service
 from evalplan.benchmarks import stats as stats_service
+from evalplan.benchmarks.repository import benchmark_one
 from evalplan.coresets import service as coreset_service
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.db import quick_write
@@ -47,7 +48,7 @@ def start_stats_job(request: Request, jobs: JobQueueClient, session: Session, be
         factory = scoped_factory(factory, caller)
     try:
         with quick_write(factory, STATS_JOB_LOCK_WAIT_S) as writer:
-            bench = writer.get_one(Benchmark, benchmark.id)
+            bench = benchmark_one(writer, benchmark.id)
             stats, job = stats_service.find_stats(writer, bench, None)  # another view may have started it
             if stats is None and job is None:
                 job = stats_service.new_stats_job(writer, bench, bench.default_metric)

@@ -11,8 +11,8 @@ from fastapi.responses import Response
 
 from evalplan import charts
 from evalplan.auth.deps import DbSession
+from evalplan.benchmarks.repository import benchmark_by_id
 from evalplan.comparisons import service
-from evalplan.db.models import Benchmark
 from evalplan.sessions.service import get_eval_session
 from evalplan.sessions.validation import score_range
 from evalplan.ui.routing import page_router
@@ -32,7 +32,7 @@ def compare_page(request: Request, session: DbSession,
     if baseline == "oldest" and len(set(ids)) == len(ids):
         ids.sort(key=lambda sid: (get_eval_session(session, sid).created_at, sid))
     result = service.compare_sessions(session, ids, level)
-    bench = session.get(Benchmark, get_eval_session(session, ids[0]).benchmark_id)
+    bench = benchmark_by_id(session, get_eval_session(session, ids[0]).benchmark_id)
     lo, hi = score_range(bench) if bench is not None else (None, None)
     bounded = (lo, hi) if lo is not None and hi is not None and abs(lo) != float("inf") and abs(hi) != float("inf") \
         else None

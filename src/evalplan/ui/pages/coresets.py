@@ -8,18 +8,18 @@ from typing import Annotated, Any
 
 from fastapi import Query, Request
 from fastapi.responses import Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan import __version__, charts
 from evalplan.auth.deps import DbSession
+from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.items import item_samples
 from evalplan.benchmarks.responses import models_with_responses, responses_for
 from evalplan.coresets import export as coreset_export
 from evalplan.coresets import plots as coreset_plots
 from evalplan.coresets import service as coreset_service
-from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import EvalplanError
+from evalplan.kit.repository import job_by_id
 from evalplan.models.service import get_model
 from evalplan.ui.routing import page_router
 from evalplan.ui.templating import render
@@ -93,7 +93,7 @@ def auto_choices(diagnostics: dict[str, Any] | None, names: dict[str, str]) -> l
 def pending_context(session: Session, coreset_id: str) -> dict[str, Any]:
     coreset = coreset_service.get_coreset(session, coreset_id)
     # another team's published version is shared without its selection job (that stays the owner's)
-    job = session.get(Job, coreset.job_id) if coreset.job_id else None
+    job = job_by_id(session, coreset.job_id) if coreset.job_id else None
     return {"coreset": coreset, "job": job}
 
 
@@ -130,8 +130,7 @@ def coreset_page(request: Request, coreset_id: str, session: DbSession,
     items = view["items"]
     item = (item or "").strip() or None
     shown = [i for i in items if i["item"] == item] if item is not None else items[start:start + ITEMS_PER_PAGE]
-    ids = dict(session.execute(select(Benchmark.name, Benchmark.id)
-                               .where(Benchmark.id.in_(coreset.benchmark_ids or []))).all())
+    ids = benchmark_repository.ids_by_name(session, coreset.benchmark_ids or [])
     texts = item_samples(session, [(ids[i["benchmark"]], i["item"]) for i in shown if i["benchmark"] in ids])
     samples = {(name, item_id): text for (bid, item_id), text in texts.items() for name, b in ids.items() if b == bid}
     response_models = models_with_responses(session, list(ids.values()))

@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 from evalplan import charts
 from evalplan.auth.deps import DbSession
 from evalplan.backtests import plots as backtest_plots
-from evalplan.db.models import Benchmark, Job
+from evalplan.benchmarks.repository import benchmark_by_id
+from evalplan.db.models import Job
 from evalplan.jobs import service as job_service
 from evalplan.jobs.plots import has_chart, job_chart
 from evalplan.kit.jobs import FINAL_STATUSES
@@ -35,7 +36,7 @@ def links_of(session: Session, job: Job) -> list[tuple[str, str, str]]:
         links.append(("coreset", payload["coreset_id"], f"/ui/coresets/{payload['coreset_id']}"))
     if plan_plots.is_plan(job):
         links.append(("plan page", job.id, f"/ui/plans/{job.id}"))
-    benchmark = session.get(Benchmark, job.benchmark_id) if job.benchmark_id else None
+    benchmark = benchmark_by_id(session, job.benchmark_id) if job.benchmark_id else None
     if benchmark is not None:
         links.append(("benchmark", benchmark.name, f"/ui/benchmarks/{benchmark.id}"))
     return links
