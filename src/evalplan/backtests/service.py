@@ -20,18 +20,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.backtests.schemas import BacktestCreate
 from evalplan.backtests.sequential import create_sequential_backtest
+from evalplan.benchmarks.repository import item_count
 from evalplan.benchmarks.score_matrix import models_with_scores
 from evalplan.benchmarks.scores import check_metric
 from evalplan.benchmarks.service import get_benchmarks
 from evalplan.core.backtest.backtest import BACKTEST_PREDICTORS, DEFAULT_PREDICTOR, SPLITS
 from evalplan.coresets.families.score_based import SCORE_BASED
 from evalplan.coresets.registry import BACKTEST_METHODS
-from evalplan.db.models import Benchmark, Item, Job
+from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import ErrorCollector
 from evalplan.kit.jobs import create_job
 
@@ -149,7 +149,7 @@ def create_backtest(session: Session, body: BacktestCreate) -> Job:
     for i, b in enumerate(benchmarks):
         loc = "benchmarks" if isinstance(body.benchmarks, str) else f"benchmarks.{i}"
         bm = metric or b.default_metric
-        n_items = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == b.id)) or 0
+        n_items = item_count(session, b.id)
         n_models = shared if body.suite else _n_models(session, b, bm)
         if n_items == 0:
             errors.add(f"benchmark {b.name!r} has no items", field=loc, benchmark=b.name)

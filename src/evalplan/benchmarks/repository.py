@@ -3,11 +3,14 @@ by id, its item count and largest position, which benchmarks a model has scores 
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.dependents import register_reader
-from evalplan.db.models import Benchmark, BenchmarkModel, Item
+from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, Score
+from evalplan.kit.pagination import Page, keyset_page
 
 
 def benchmark_by_id(session: Session, benchmark_id: str) -> Benchmark | None:
@@ -18,6 +21,11 @@ def benchmark_by_id(session: Session, benchmark_id: str) -> Benchmark | None:
 def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
     """The readable benchmark ``benchmark_id`` (``NoResultFound`` otherwise)."""
     return session.get_one(Benchmark, benchmark_id)
+
+
+def benchmark_map(session: Session, benchmark_ids: list[str]) -> dict[str, Benchmark]:
+    """id -> benchmark of the readable benchmarks among ``benchmark_ids``."""
+    return {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)))}
 
 
 def ids_by_name(session: Session, benchmark_ids: list[str]) -> dict[str, str]:
@@ -34,6 +42,29 @@ def item_shape(session: Session, benchmark_id: str) -> tuple[int, int]:
     count, last = session.execute(select(func.count(), func.max(Item.position))
                                   .where(Item.benchmark_id == benchmark_id)).one()
     return int(count or 0), -1 if last is None else int(last)
+
+
+def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, int]:
+    """benchmark id -> its items with a prompt (benchmarks without one are left out)."""
+    return {benchmark_id: n for benchmark_id, n in session.execute(
+        select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_(benchmark_ids), Item.prompt.is_not(None))
+        .group_by(Item.benchmark_id))}
+
+
+def item_ids_by_pk(session: Session, item_pks: list[int] | tuple[int, ...]) -> dict[int, str]:
+    """item pk -> item id of those of ``item_pks`` that exist."""
+    return {pk: item_id for pk, item_id in session.execute(select(Item.pk, Item.item_id).where(Item.pk.in_(item_pks)))}
+
+
+def score_cells_page(session: Session, benchmark_id: str, metric: str, *, limit: int,
+                     cursor: str | None) -> Page[Any]:
+    """A page of the benchmark's scores under ``metric``: rows (model id, item pk, model name, item id, value),
+    keyset-paginated by (model id, item pk)."""
+    stmt = (select(Score.model_id, Score.item_pk, Model.name, Item.item_id, Score.value)
+            .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
+            .where(Item.benchmark_id == benchmark_id, Score.metric == metric))
+    return keyset_page(session, stmt, (Score.model_id, Score.item_pk), limit=limit, cursor=cursor, what="score",
+                       entities=False)
 
 
 def scored_benchmark_ids(session: Session, model_id: str) -> set[str]:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.benchmarks.items import ensure_items
+from evalplan.benchmarks.repository import score_cells_page
 from evalplan.benchmarks.score_formats import ScoreUpload, parse_long_json, parse_wide_csv, write_wide_csv
 from evalplan.benchmarks.score_matrix import ScoreMatrix, load_matrix, write_scores
 from evalplan.benchmarks.service import scale_of
-from evalplan.db.models import Benchmark, Item, Model, Score
+from evalplan.db.models import Benchmark
 from evalplan.kit.errors import InvalidInput, UnsupportedMediaType
-from evalplan.kit.pagination import Page, keyset_page
+from evalplan.kit.pagination import Page
 from evalplan.models.service import ensure_models
 
 METRIC_RE = re.compile(r"^[A-Za-z0-9_.,:@/+\-]{1,200}$")
@@ -101,8 +101,4 @@ def list_score_cells(session: Session, benchmark: Benchmark, metric: str | None,
                      cursor: str | None) -> Page[Any]:
     """Long-format score rows (``name`` = model, ``item_id``, ``value``), keyset-paginated by (model id, item row)."""
     metric = check_metric(metric or benchmark.default_metric)
-    stmt = (select(Score.model_id, Score.item_pk, Model.name, Item.item_id, Score.value)
-            .join(Item, Item.pk == Score.item_pk).join(Model, Model.id == Score.model_id)
-            .where(Item.benchmark_id == benchmark.id, Score.metric == metric))
-    return keyset_page(session, stmt, (Score.model_id, Score.item_pk), limit=limit, cursor=cursor, what="score",
-                       entities=False)
+    return score_cells_page(session, benchmark.id, metric, limit=limit, cursor=cursor)

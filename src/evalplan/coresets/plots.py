@@ -8,17 +8,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan import charts
+from evalplan.benchmarks.repository import benchmark_map
 from evalplan.coresets.curation import published_reads
 from evalplan.coresets.families.score_based import SCORE_BASED
 from evalplan.coresets.families.score_predictions import reference_predictions
 from evalplan.coresets.registry import family_of
 from evalplan.coresets.repository import coreset_rows, text_item_counts
 from evalplan.coresets.shared_view import shared_prediction_rows
-from evalplan.db.models import Benchmark, Coreset
+from evalplan.db.models import Coreset
 
 OBJECTIVES = {"facility_location": "facility-location objective", "mrmr": "mRMR score",
               "k_center": "covering radius reduction"}
@@ -27,8 +27,7 @@ OBJECTIVES = {"facility_location": "facility-location objective", "mrmr": "mRMR 
 def composition_rows(session: Session, coreset: Coreset, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``{benchmark, capability, selected, total}`` per benchmark of the coreset, in its order."""
     with published_reads(session, coreset):  # a published version's benchmark names and sizes are shared
-        benchmarks = {b.id: b for b in session.scalars(select(Benchmark)
-                                                       .where(Benchmark.id.in_(coreset.benchmark_ids)))}
+        benchmarks = benchmark_map(session, coreset.benchmark_ids)
         sizes = text_item_counts(session, list(coreset.benchmark_ids))
     selected = Counter(r["benchmark"] for r in items)
     return [{"benchmark": b.name, "capability": b.capability, "selected": selected.get(b.name, 0),

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.scoping import team_of
-from evalplan.db.models import Coreset, Model
+from evalplan.db.models import Coreset
+from evalplan.models.repository import team_names_among
 
 NAME_LISTS = ("reference_models", "source_models", "sources")  # where a coreset records model names
 
@@ -58,8 +58,7 @@ def withheld_models(session: Session, coreset: Coreset) -> set[str]:
     readable: set[str] = set()
     for start in range(0, len(names), 500):  # team-scoped: only the models the caller may read come back
         chunk = names[start:start + 500]
-        readable.update(session.scalars(select(Model.name).where(Model.team_id == coreset.team_id,
-                                                                  Model.name.in_(chunk))))
+        readable.update(team_names_among(session, coreset.team_id, chunk))
     return set(names) - readable
 
 

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from evalplan.benchmarks.repository import item_count, text_item_counts
 from evalplan.core.embedding.embedder import PACKAGED_MODEL, EmbedderLoadError, load_embedder, loaded_embedder
-from evalplan.db.models import Item, Job
+from evalplan.db.models import Job
 from evalplan.embeddings.repository import (
     VECTOR_DTYPE,
     benchmark_texts,
@@ -213,14 +213,9 @@ def allowed_model(settings: Settings, name: str | None, field: str) -> str:
 def start_embedding_job(session: Session, benchmark_refs: Sequence[str], model_name: str) -> Job:
     """Validate the request (benchmarks exist and have text) and add a queued ``embed`` job."""
     benchmarks = resolve_benchmarks(session, benchmark_refs)
-    with_text = dict(session.execute(
-        select(Item.benchmark_id, func.count()).where(Item.benchmark_id.in_([b.id for b in benchmarks]),
-                                                      Item.prompt.is_not(None))
-        .group_by(Item.benchmark_id)
-    ).all())
+    with_text = text_item_counts(session, [b.id for b in benchmarks])
     for benchmark in benchmarks:
         if not with_text.get(benchmark.id):
-            n_items = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == benchmark.id))
-            raise no_text_error(benchmark.name, int(n_items or 0))
+            raise no_text_error(benchmark.name, item_count(session, benchmark.id))
     return create_job(session, KIND, {"benchmark_ids": [b.id for b in benchmarks], "model": model_name},
                       benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)

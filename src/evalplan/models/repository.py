@@ -19,6 +19,11 @@ def names_by_id(session: Session, ids: Iterable[str]) -> dict[str, str]:
                                                                  .where(Model.id.in_(wanted)))}
 
 
+def team_names_among(session: Session, team_id: str, names: list[str]) -> list[str]:
+    """Those of ``names`` that name a readable model of team ``team_id``."""
+    return list(session.scalars(select(Model.name).where(Model.team_id == team_id, Model.name.in_(names))))
+
+
 def name_of_id(session: Session, model_id: str) -> str | None:
     """The name of the readable model with id ``model_id``."""
     return session.scalars(select(Model.name).where(Model.id == model_id)).first()

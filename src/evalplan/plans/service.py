@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks.repository import item_count
 from evalplan.benchmarks.service import get_benchmarks
 from evalplan.core.backtest.planner import (
     DEFAULT_CANDIDATES,
@@ -16,7 +16,8 @@ from evalplan.core.backtest.planner import (
     parse_candidate,
 )
 from evalplan.coresets.families.score_based import SCORE_BASED, auto_min_references
-from evalplan.db.models import Benchmark, BenchmarkModel, Item, Job, Model
+from evalplan.coresets.repository import scored_model_names
+from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import ErrorCollector
 from evalplan.kit.jobs import create_job
 from evalplan.models.service import get_reference_models
@@ -47,8 +48,7 @@ def parse_candidates(methods: list[str] | None, errors: ErrorCollector) -> list[
 
 
 def _models_with_scores(session: Session, benchmark: Benchmark) -> set[str]:
-    return set(session.scalars(select(Model.name).join(BenchmarkModel, BenchmarkModel.model_id == Model.id)
-                               .where(BenchmarkModel.benchmark_id == benchmark.id)))
+    return scored_model_names(session, benchmark.id)
 
 
 def create_plan(session: Session, body: PlanCreate) -> Job:
@@ -85,7 +85,7 @@ def create_plan(session: Session, body: PlanCreate) -> Job:
     entries = []
     for i, b in enumerate(benchmarks):
         loc = "benchmarks" if isinstance(body.benchmarks, str) else f"benchmarks.{i}"
-        n_items = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == b.id)) or 0
+        n_items = item_count(session, b.id)
         if n_items < 3:
             errors.add(f"benchmark {b.name!r} has {n_items} items; a plan needs at least 3", field=loc,
                        benchmark=b.name)

@@ -20,9 +20,10 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks.repository import item_ids_by_pk
 from evalplan.core.sequential import BucketPrior
 from evalplan.core.sequential.base import derived, store_derived
-from evalplan.db.models import Benchmark, Item, SessionPrior
+from evalplan.db.models import Benchmark, SessionPrior
 from evalplan.kit.errors import NotFound
 from evalplan.sessions import cache
 
@@ -145,7 +146,7 @@ def persist_derived(session: Session, entry: PriorEntry) -> None:
 
 def _entry_from_row(session: Session, row: SessionPrior) -> PriorEntry:
     item_pks = tuple(int(p) for p in row.item_pks)
-    ids = dict(session.execute(select(Item.pk, Item.item_id).where(Item.pk.in_(item_pks))).all())
+    ids = item_ids_by_pk(session, item_pks)
     prior = BucketPrior.from_bytes(row.blob)
     _restore_derived(prior, row.derived)
     return _entry(row.key, prior, item_pks, tuple(ids.get(p, str(p)) for p in item_pks))

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from evalplan.auth.deletion import register_team_part
 from evalplan.auth.dependents import register_reader
-from evalplan.db.models import Benchmark, EvalSession, SessionObservation
+from evalplan.db.models import Benchmark, EvalSession, SessionObservation, Team
 
 
 def observed_scores(session: Session, session_id: str) -> dict[int, tuple[int, float]]:
@@ -52,6 +52,16 @@ def delete_team_sessions(session: Session, team_id: str) -> list[tuple[str, int]
 def session_by_id(session: Session, session_id: str) -> EvalSession | None:
     """The readable session ``session_id``."""
     return session.get(EvalSession, session_id)
+
+
+def locked_with_benchmark(session: Session, session_id: str) -> Row[tuple[EvalSession, Benchmark, str | None]] | None:
+    """(the session's row, locked ``FOR UPDATE`` and refreshed, its benchmark, its team's name) in one round trip;
+    None when there is no readable session ``session_id``."""
+    return session.execute(
+        select(EvalSession, Benchmark, Team.name).join(Benchmark, Benchmark.id == EvalSession.benchmark_id)
+        .outerjoin(Team, Team.id == EvalSession.team_id)
+        .where(EvalSession.id == session_id).with_for_update(of=EvalSession)
+        .execution_options(populate_existing=True)).first()
 
 
 def item_scores(session: Session, session_id: str) -> list[Row[int, float]]:

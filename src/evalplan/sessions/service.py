@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
@@ -45,10 +45,11 @@ from evalplan.benchmarks.score_matrix import load_matrix
 from evalplan.benchmarks.service import get_benchmark, score_range
 from evalplan.core.sequential.checkpoints import with_previous
 from evalplan.core.sequential.methods import needs_levels
-from evalplan.db.models import Benchmark, EvalSession, SessionObservation, Team
+from evalplan.db.models import Benchmark, EvalSession, SessionObservation
 from evalplan.kit.errors import Conflict, InvalidInput, NotFound
 from evalplan.sessions import cache
 from evalplan.sessions.priors import PriorEntry, load_prior, obtain_prior, persist_derived
+from evalplan.sessions.repository import locked_with_benchmark
 from evalplan.sessions.schemas import SessionCreate
 from evalplan.sessions.state import apply_state, drawn_probability, feed, new_estimator, replay
 from evalplan.sessions.validation import (
@@ -149,11 +150,7 @@ def _lock_row_with_benchmark(session: Session, session_id: str) -> tuple[EvalSes
     """The session's row, locked (as ``_lock_row``), its benchmark and its team's name, in one round trip."""
     if session.get_bind().dialect.name == "sqlite":
         session.execute(text("UPDATE eval_sessions SET n_observed = n_observed WHERE id = :id"), {"id": session_id})
-    found = session.execute(
-        select(EvalSession, Benchmark, Team.name).join(Benchmark, Benchmark.id == EvalSession.benchmark_id)
-        .outerjoin(Team, Team.id == EvalSession.team_id)
-        .where(EvalSession.id == session_id).with_for_update(of=EvalSession)
-        .execution_options(populate_existing=True)).first()
+    found = locked_with_benchmark(session, session_id)
     if found is None:
         raise session_not_found(session_id)
     row, benchmark, team = found
