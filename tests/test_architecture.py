@@ -157,11 +157,8 @@ NOT_YET_MOVED: dict[str, set[str]] = {
     "benchmarks/responses.py": {"Model"},
     "coresets/families/score_predictions.py": {"Benchmark", "Item"},
     "coresets/predict.py": {"Benchmark", "Item", "Model", "Score"},
-    "hidden_states/service.py": {"Item", "Model"},
     "imports/common.py": {"Item", "ScoreRow"},
     "models/service.py": {"Benchmark", "BenchmarkModel", "ModelResponse", "ScoreRow"},
-    "sessions/views.py": {"Benchmark", "Item"},
-    "similarity/service.py": {"Benchmark", "Item", "Job"},
 }
 WRITES = ("insert", "update", "delete")
 

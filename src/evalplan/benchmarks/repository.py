@@ -3,6 +3,7 @@ by id, its item count and largest position, which benchmarks a model has scores 
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from sqlalchemy import func, select
@@ -26,6 +27,12 @@ def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
 def benchmark_map(session: Session, benchmark_ids: list[str]) -> dict[str, Benchmark]:
     """id -> benchmark of the readable benchmarks among ``benchmark_ids``."""
     return {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)))}
+
+
+def names_by_id(session: Session, benchmark_ids: Collection[str]) -> dict[str, str]:
+    """id -> name of the readable benchmarks among ``benchmark_ids``."""
+    return {benchmark_id: name for benchmark_id, name in session.execute(
+        select(Benchmark.id, Benchmark.name).where(Benchmark.id.in_(benchmark_ids)))}
 
 
 def ids_by_name(session: Session, benchmark_ids: list[str]) -> dict[str, str]:
@@ -54,6 +61,22 @@ def text_item_counts(session: Session, benchmark_ids: list[str]) -> dict[str, in
 def item_ids_by_pk(session: Session, item_pks: list[int] | tuple[int, ...]) -> dict[int, str]:
     """item pk -> item id of those of ``item_pks`` that exist."""
     return {pk: item_id for pk, item_id in session.execute(select(Item.pk, Item.item_id).where(Item.pk.in_(item_pks)))}
+
+
+def positions_by_pk(session: Session, item_pks: list[int] | tuple[int, ...]) -> dict[int, int]:
+    """item pk -> position of those of ``item_pks`` that exist."""
+    return {pk: position for pk, position in session.execute(
+        select(Item.pk, Item.position).where(Item.pk.in_(item_pks)))}
+
+
+def content_hashes(session: Session, benchmark_id: str) -> Iterator[str | None]:
+    """The content hash of each of the benchmark's items, in pk order."""
+    return iter(session.scalars(select(Item.content_hash).where(Item.benchmark_id == benchmark_id).order_by(Item.pk)))
+
+
+def prompt_count(session: Session, benchmark_id: str) -> int:
+    """How many of the benchmark's items have a prompt."""
+    return int(session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == benchmark_id)) or 0)
 
 
 def score_cells_page(session: Session, benchmark_id: str, metric: str, *, limit: int,

@@ -14,7 +14,7 @@ from evalplan.core.benchmarks.score_stats import score_matrix_stats
 from evalplan.db.models import Benchmark, Job
 from evalplan.kit.errors import NotFound
 from evalplan.kit.jobs import create_job
-from evalplan.kit.repository import recent_benchmark_jobs
+from evalplan.kit.repository import recent_jobs
 
 KIND = "score_stats"
 
@@ -56,7 +56,7 @@ def find_stats(session: Session, benchmark: Benchmark, metric: str | None) -> tu
         raise NotFound(f"benchmark {benchmark.name!r} has no scores under metric {metric!r}"
                        + (f"; its metrics: {', '.join(known)}" if known else ""),
                        [{"parameter": "metric", "detail": f"unknown metric {metric!r}"}])
-    for job in recent_benchmark_jobs(session, KIND, benchmark.id, 50):
+    for job in recent_jobs(session, KIND, 50, benchmark_id=benchmark.id):
         payload = job.payload or {}
         if payload.get("metric") != metric or payload.get("data_version") != benchmark.data_version:
             continue

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from evalplan.db.models import Benchmark, HiddenState, HiddenStateChunk, Item, Model
 from evalplan.hidden_states.npy_format import MAX_NAMED
 from evalplan.kit.errors import InvalidInput
+
+
+def hidden_state_listing(session: Session, benchmark_id: str) -> list[Row[Any]]:
+    """(hidden state, model name, stored bytes) of the benchmark's readable models' hidden states, by model name."""
+    return list(session.execute(
+        select(HiddenState, Model.name, func.coalesce(func.sum(func.length(HiddenStateChunk.data)), 0))
+        .join(Model, Model.id == HiddenState.model_id)
+        .outerjoin(HiddenStateChunk, HiddenStateChunk.hidden_state_id == HiddenState.id)
+        .where(HiddenState.benchmark_id == benchmark_id)
+        .group_by(HiddenState.id, Model.name).order_by(Model.name)
+    ).all())
 
 
 def hidden_state_row(session: Session, benchmark: Benchmark, model: Model) -> HiddenState | None:

@@ -13,13 +13,13 @@ import zipfile
 from typing import IO, Any
 
 import numpy as np
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from evalplan.auth.naming import find_named
+from evalplan.benchmarks.repository import pks_of_item_ids
 from evalplan.benchmarks.service import get_benchmark
 from evalplan.db.ids import looks_like_id
-from evalplan.db.models import Benchmark, HiddenState, HiddenStateChunk, Item, Model
+from evalplan.db.models import Benchmark, HiddenState, HiddenStateChunk, Model
 from evalplan.hidden_states.npy_format import (
     DTYPES,
     MAX_NAMED,
@@ -31,7 +31,9 @@ from evalplan.hidden_states.npy_format import (
     read_header,
     stream_rows,
 )
+from evalplan.hidden_states.repository import hidden_state_listing
 from evalplan.kit.errors import InvalidInput, NotFound
+from evalplan.models.repository import model_named, model_one
 from evalplan.models.service import ensure_models, get_model
 
 
@@ -45,8 +47,7 @@ def _resolve_items(session: Session, benchmark: Benchmark, ids: list[str]) -> np
     found: dict[str, int] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        found.update(session.execute(
-            select(Item.item_id, Item.pk).where(Item.benchmark_id == benchmark.id, Item.item_id.in_(chunk))).all())
+        found.update(pks_of_item_ids(session, benchmark.id, chunk))
     unknown = [i for i in ids if i not in found]
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:MAX_NAMED])
@@ -58,12 +59,12 @@ def _resolve_items(session: Session, benchmark: Benchmark, ids: list[str]) -> np
 
 
 def _model_for_upload(session: Session, ref: str) -> Model:
-    model = find_named(session, Model, ref, kind="model")  # the caller's own name first (evalplan.auth.naming)
+    model = model_named(session, ref)  # the caller's own name first (evalplan.auth.naming)
     if model is not None:
         return model
     if looks_like_id(ref):
         return get_model(session, ref)  # 404: an id that names no model
-    return session.get_one(Model, ensure_models(session, [ref])[ref])
+    return model_one(session, ensure_models(session, [ref])[ref])
 
 
 def store_hidden_states(session: Session, benchmark_ref: str, model_ref: str, fp: IO[bytes],
@@ -127,13 +128,7 @@ def store_hidden_states(session: Session, benchmark_ref: str, model_ref: str, fp
 
 def list_hidden_states(session: Session, benchmark_ref: str) -> list[dict[str, Any]]:
     benchmark = get_benchmark(session, benchmark_ref)
-    rows = session.execute(
-        select(HiddenState, Model.name, func.coalesce(func.sum(func.length(HiddenStateChunk.data)), 0))
-        .join(Model, Model.id == HiddenState.model_id)
-        .outerjoin(HiddenStateChunk, HiddenStateChunk.hidden_state_id == HiddenState.id)
-        .where(HiddenState.benchmark_id == benchmark.id)
-        .group_by(HiddenState.id, Model.name).order_by(Model.name)
-    ).all()
+    rows = hidden_state_listing(session, benchmark.id)
     return [{"id": hs.id, "benchmark": benchmark.name, "model": name, "n_items": hs.n_items, "dim": hs.dim,
              "dtype": hs.dtype, "bytes": int(size),
              "created_at": hs.created_at} for hs, name, size in rows]

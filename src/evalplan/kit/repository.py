@@ -1,5 +1,5 @@
 """The job runtime's table queries that domains call (docs/ARCHITECTURE.md "Table ownership"): a job by id, a
-page of jobs, a benchmark's recent jobs of a kind, live workers, a team's jobs (team deletion)."""
+page of jobs, the recent jobs of a kind, live workers, a team's jobs (team deletion)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ def job_page(session: Session, *, limit: int, cursor: str | None, kind: str | No
     return keyset_page(session, stmt, Job.id, limit=limit, cursor=cursor, what="job", descending=True)
 
 
-def recent_benchmark_jobs(session: Session, kind: str, benchmark_id: str, limit: int) -> list[Job]:
-    """The benchmark's ``limit`` newest jobs of ``kind``, newest first."""
-    return list(session.scalars(select(Job).where(Job.kind == kind, Job.benchmark_id == benchmark_id)
-                                .order_by(Job.id.desc()).limit(limit)))
+def recent_jobs(session: Session, kind: str, limit: int, *, benchmark_id: str | None = None) -> list[Job]:
+    """The ``limit`` newest readable jobs of ``kind`` (the benchmark's only, when given), newest first."""
+    stmt = select(Job).where(Job.kind == kind)
+    if benchmark_id is not None:
+        stmt = stmt.where(Job.benchmark_id == benchmark_id)
+    return list(session.scalars(stmt.order_by(Job.id.desc()).limit(limit)))
 
 
 def live_worker_count(session: Session, kind: str, seen_since: datetime) -> int:

@@ -7,7 +7,18 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evalplan.auth.naming import find_named
 from evalplan.db.models import Model
+
+
+def model_one(session: Session, model_id: str) -> Model:
+    """The readable model ``model_id`` (``NoResultFound`` otherwise)."""
+    return session.get_one(Model, model_id)
+
+
+def model_named(session: Session, ref: str) -> Model | None:
+    """The readable model ``ref`` names (id, the caller's own name, a public one, ``team/name``), or None."""
+    return find_named(session, Model, ref, kind="model")
 
 
 def names_by_id(session: Session, ids: Iterable[str]) -> dict[str, str]:

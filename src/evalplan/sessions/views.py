@@ -10,10 +10,11 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from evalplan.auth.teams import team_name
+from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.score_matrix import aligned, read_rows
 from evalplan.benchmarks.service import get_benchmark
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
-from evalplan.db.models import Benchmark, EvalSession, Item, SessionObservation
+from evalplan.db.models import EvalSession, SessionObservation
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.validation import finite_or_none
@@ -34,7 +35,7 @@ def session_view(session: Session, row: EvalSession, benchmark_name: str | None 
     variance, ci}}``. ``benchmark_name`` and ``team`` (the team's name), when the caller has them,
     save their queries."""
     if benchmark_name is None:
-        benchmark = session.get(Benchmark, row.benchmark_id)
+        benchmark = benchmark_repository.benchmark_by_id(session, row.benchmark_id)
         benchmark_name = benchmark.name if benchmark is not None else row.benchmark_id
     view = {
         "id": row.id, "benchmark": benchmark_name, "target": row.target, "status": row.status,
@@ -106,8 +107,7 @@ def list_sessions(session: Session, *, limit: int, cursor: str | None, benchmark
 def benchmark_names(session: Session, benchmark_ids: list[str]) -> dict[str, str]:
     if not benchmark_ids:
         return {}
-    return dict(session.execute(select(Benchmark.id, Benchmark.name)
-                                .where(Benchmark.id.in_(set(benchmark_ids)))).all())
+    return benchmark_repository.names_by_id(session, set(benchmark_ids))
 
 
 def list_observations(session: Session, row: EvalSession, *, limit: int, cursor: str | None) -> Page[dict[str, Any]]:
@@ -137,7 +137,7 @@ def find_observations(session: Session, row: EvalSession, item: str) -> Page[dic
 def true_scores(session: Session, row: EvalSession) -> dict[str, float | None]:
     """Per target: its full-benchmark score (the mean of its stored scores over the session's items,
     the estimand), known only when the target has a stored score for every one of those items."""
-    benchmark = session.get(Benchmark, row.benchmark_id)
+    benchmark = benchmark_repository.benchmark_by_id(session, row.benchmark_id)
     entry = load_prior(session, row.prior_key)
     names: list[str] = list(row.targets or [row.target or ""])
     found: dict[str, float | None] = dict.fromkeys(names)
@@ -150,7 +150,7 @@ def true_scores(session: Session, row: EvalSession) -> dict[str, float | None]:
     id_of: dict[str, str] = dict(session.execute(stmt, params).all())
     if not id_of:
         return found
-    position_of = dict(session.execute(select(Item.pk, Item.position).where(Item.pk.in_(entry.item_pks))).all())
+    position_of = benchmark_repository.positions_by_pk(session, entry.item_pks)
     if len(position_of) != len(entry.item_pks):
         return found
     positions = np.fromiter((position_of[pk] for pk in entry.item_pks), np.int64, len(entry.item_pks))

@@ -7,15 +7,16 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks.repository import content_hashes, names_by_id, prompt_count
 from evalplan.benchmarks.service import get_benchmarks
 from evalplan.core.benchmarks.benchmark_similarity import benchmark_ordering, benchmark_similarity
-from evalplan.db.models import Benchmark, Item, Job
+from evalplan.db.models import Benchmark, Job
 from evalplan.embeddings.repository import load_embeddings
 from evalplan.kit.errors import InvalidInput
 from evalplan.kit.jobs import create_job
+from evalplan.kit.repository import recent_jobs
 
 KIND = "benchmark_similarity"
 INLINE_MAX_ITEMS = 2000
@@ -26,15 +27,14 @@ def _signature(session: Session, benchmarks: list[Benchmark], model: str) -> str
     digest = hashlib.sha256(json.dumps([model, [b.embedding_fields for b in benchmarks]]).encode())
     for b in benchmarks:
         digest.update(b.id.encode())
-        hashes = session.scalars(select(Item.content_hash).where(Item.benchmark_id == b.id).order_by(Item.pk))
-        for content_hash in hashes:
+        for content_hash in content_hashes(session, b.id):
             digest.update((content_hash or "-").encode())
     return digest.hexdigest()
 
 
 def compute(session: Session, benchmark_ids: list[str], model: str) -> dict[str, Any]:
     _, labels, embeddings = load_embeddings(session, benchmark_ids, model)
-    names = dict(session.execute(select(Benchmark.id, Benchmark.name).where(Benchmark.id.in_(benchmark_ids))).all())
+    names = names_by_id(session, benchmark_ids)
     matrix = benchmark_similarity(embeddings, labels)
     order, gains = benchmark_ordering(matrix)
     return {
@@ -53,19 +53,19 @@ def similarity_or_job(session: Session, refs: list[str], model: str) -> tuple[di
     benchmarks = get_benchmarks(session, refs, location="parameter")
     ids = [b.id for b in benchmarks]
     for b in benchmarks:
-        if not session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == b.id)):
+        if not prompt_count(session, b.id):
             raise InvalidInput(f"benchmark {b.name!r} has no item text", [{"parameter": "benchmarks",
                                                                            "benchmark": b.name,
                                                                           "detail": "upload items with prompts"}])
     signature = _signature(session, benchmarks, model)
-    for job in session.scalars(select(Job).where(Job.kind == KIND).order_by(Job.id.desc()).limit(50)):
+    for job in recent_jobs(session, KIND, 50):
         if (job.payload or {}).get("signature") != signature:
             continue
         if job.status == "succeeded":
             return job.result, job, False
         if job.status in ("queued", "running"):
             return None, job, False
-    n_items = sum(session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == b)) for b in ids)
+    n_items = sum(prompt_count(session, b) for b in ids)
     if n_items <= INLINE_MAX_ITEMS:
         try:
             return compute(session, ids, model), None, False
