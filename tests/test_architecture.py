@@ -155,9 +155,7 @@ NOT_YET_MOVED: dict[str, set[str]] = {
     "auth/scoping.py": {"Benchmark", "BenchmarkModel", "Model"},
     "auth/teams.py": {"Benchmark", "Model"},
     "benchmarks/responses.py": {"Model"},
-    "coresets/families/score_predictions.py": {"Benchmark", "Item"},
     "coresets/predict.py": {"Benchmark", "Item", "Model", "Score"},
-    "imports/common.py": {"Item", "ScoreRow"},
     "models/service.py": {"Benchmark", "BenchmarkModel", "ModelResponse", "ScoreRow"},
 }
 WRITES = ("insert", "update", "delete")

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.dependents import register_reader
-from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, Score
+from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, Score, ScoreRow
 from evalplan.kit.pagination import Page, keyset_page
 
 
@@ -77,6 +77,25 @@ def content_hashes(session: Session, benchmark_id: str) -> Iterator[str | None]:
 def prompt_count(session: Session, benchmark_id: str) -> int:
     """How many of the benchmark's items have a prompt."""
     return int(session.scalar(select(func.count(Item.prompt)).where(Item.benchmark_id == benchmark_id)) or 0)
+
+
+def any_item_pk(session: Session, benchmark_id: str, item_ids: list[str]) -> int | None:
+    """The pk of one of ``item_ids`` the benchmark has, or None when it has none of them."""
+    return session.scalar(select(Item.pk).where(Item.benchmark_id == benchmark_id, Item.item_id.in_(item_ids))
+                          .limit(1))
+
+
+def has_scores(session: Session, benchmark_id: str) -> bool:
+    """Whether the benchmark holds a score (under any metric)."""
+    return session.scalar(select(ScoreRow.model_id).where(ScoreRow.benchmark_id == benchmark_id,
+                                                          ScoreRow.n_scores > 0).limit(1)) is not None
+
+
+def cell_count(session: Session, benchmark_id: str, metric: str, model_ids: list[str]) -> int:
+    """How many score cells ``model_ids`` have on the benchmark under ``metric``."""
+    return int(session.scalar(select(func.coalesce(func.sum(ScoreRow.n_scores), 0))
+                              .where(ScoreRow.benchmark_id == benchmark_id, ScoreRow.metric == metric,
+                                     ScoreRow.model_id.in_(model_ids))) or 0)
 
 
 def score_cells_page(session: Session, benchmark_id: str, metric: str, *, limit: int,

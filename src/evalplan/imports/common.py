@@ -12,10 +12,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from evalplan.db.models import Benchmark, Item, ScoreRow
+from evalplan.benchmarks.repository import any_item_pk, cell_count, has_scores, item_count
+from evalplan.db.models import Benchmark
 from evalplan.kit.errors import Conflict
 
 
@@ -24,12 +24,12 @@ def check_related_items(session: Session, benchmark: Benchmark, item_ids: list[s
     """409 when ``benchmark`` existed, holds items, and none of ``item_ids`` is among them."""
     if created or allow_foreign_items or not item_ids:
         return
-    held = session.scalar(select(func.count()).select_from(Item).where(Item.benchmark_id == benchmark.id)) or 0
+    held = item_count(session, benchmark.id)
     if not held:
         return
     for start in range(0, len(item_ids), 1000):
         chunk = item_ids[start:start + 1000]
-        if session.scalar(select(Item.pk).where(Item.benchmark_id == benchmark.id, Item.item_id.in_(chunk)).limit(1)):
+        if any_item_pk(session, benchmark.id, chunk):
             return
     raise Conflict(
         f"benchmark {benchmark.name!r} holds {held} items and none of the {len(item_ids)} imported ones "
@@ -43,9 +43,7 @@ def adopt_metric(session: Session, benchmark: Benchmark, metric: str) -> str | N
     """Make ``metric`` the default of a benchmark without scores; a note when the default stays another."""
     if benchmark.default_metric == metric:
         return None
-    has_scores = session.scalar(select(ScoreRow.model_id).where(ScoreRow.benchmark_id == benchmark.id,
-                                                                ScoreRow.n_scores > 0).limit(1)) is not None
-    if not has_scores:
+    if not has_scores(session, benchmark.id):
         previous, benchmark.default_metric = benchmark.default_metric, metric
         return f"benchmark {benchmark.name!r} had no scores: its default metric is now {metric!r} (was {previous!r})"
     return (f"scores stored under metric {metric!r}; the benchmark's default metric stays "
@@ -57,7 +55,5 @@ def cells_of(session: Session, benchmark: Benchmark, model_ids: list[str], metri
     total = 0
     for start in range(0, len(model_ids), 500):
         chunk = model_ids[start:start + 500]
-        total += session.scalar(select(func.coalesce(func.sum(ScoreRow.n_scores), 0))
-                                .where(ScoreRow.benchmark_id == benchmark.id, ScoreRow.metric == metric,
-                                       ScoreRow.model_id.in_(chunk))) or 0
+        total += cell_count(session, benchmark.id, metric, chunk)
     return total

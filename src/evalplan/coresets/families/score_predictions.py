@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.scoping import unscoped
+from evalplan.benchmarks.repository import benchmark_map, item_ids_by_pk
 from evalplan.core.coresets.auto import AveragePredictor
 from evalplan.core.coresets.intervals import (
     DEFAULT_INTERVAL,
@@ -32,7 +33,7 @@ from evalplan.core.coresets.predictors import PREDICTOR_CLASSES, MeanPredictor, 
 from evalplan.core.irt.irt import IRTPredictor
 from evalplan.coresets.families.design_predictions import DESIGN, design_predict_many, design_reference_rows
 from evalplan.coresets.families.interval_answers import extend, loo_why
-from evalplan.db.models import Benchmark, Coreset, Item
+from evalplan.db.models import Benchmark, Coreset
 from evalplan.kit.errors import Conflict, ErrorCollector
 from evalplan.kit.validation import finite_or_none
 
@@ -152,15 +153,13 @@ def _prepared(session: Session, coreset: Coreset) -> _Prepared:
             return _PREPARED[key]  # a hit is the most recently used
     fits = load_fits(session, coreset)
     with unscoped(session):
-        benchmarks = {b.id: b for b in session.scalars(select(Benchmark)
-                                                       .where(Benchmark.id.in_(coreset.benchmark_ids)))}
+        benchmarks = benchmark_map(session, coreset.benchmark_ids)
     missing = [bid for bid in coreset.benchmark_ids if bid not in benchmarks or bid not in fits]
     if missing:  # a deleted benchmark (only an unpublished coreset's can be) or a coreset without fits
         raise Conflict(f"coreset {coreset.id} cannot predict: its stored state lacks benchmark(s) "
                        f"{', '.join(missing)}", [{"field": "coreset", "detail": "create a new version"}])
     all_pks = [pk for fit in fits.values() for pk in fit["items"]]
-    item_ids = {int(pk): str(i) for pk, i in session.execute(select(Item.pk, Item.item_id)
-                                                             .where(Item.pk.in_(all_pks))).all()}
+    item_ids = item_ids_by_pk(session, all_pks)
     prep = _Prepared(fits=fits, item_ids=item_ids, names={bid: b.name for bid, b in benchmarks.items()},
                      capabilities={bid: b.capability or b.name for bid, b in benchmarks.items()},
                      scales={bid: score_scale(b) for bid, b in benchmarks.items()})
@@ -350,7 +349,7 @@ def reference_predictions(session: Session, coreset: Coreset, level: float) -> l
     """
     names = list((coreset.diagnostics or {}).get("reference_models") or [])
     fits = load_fits(session, coreset)
-    benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(coreset.benchmark_ids)))}
+    benchmarks = benchmark_map(session, coreset.benchmark_ids)
     if interval_rule(coreset) == DESIGN:
         return design_reference_rows(fits, list(coreset.benchmark_ids), {bid: b.name for bid, b in benchmarks.items()},
                                      names, level)
