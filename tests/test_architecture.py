@@ -155,7 +155,6 @@ NOT_YET_MOVED: dict[str, set[str]] = {
     "auth/scoping.py": {"Benchmark", "BenchmarkModel", "Model"},
     "auth/teams.py": {"Benchmark", "Model"},
     "benchmarks/responses.py": {"Model"},
-    "coresets/predict.py": {"Benchmark", "Item", "Model", "Score"},
     "models/service.py": {"Benchmark", "BenchmarkModel", "ModelResponse", "ScoreRow"},
 }
 WRITES = ("insert", "update", "delete")

@@ -6,17 +6,18 @@ from threading import Lock
 from typing import Any
 
 from cachetools import LRUCache
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evalplan.auth.naming import find_named_many
+from evalplan.benchmarks.repository import benchmark_map
 from evalplan.benchmarks.service import scale_of
 from evalplan.coresets.curation import published_reads
 from evalplan.coresets.families.base import TargetScores
 from evalplan.coresets.registry import family_of
+from evalplan.coresets.repository import coreset_item_cells, coreset_item_ids
 from evalplan.coresets.service import require_ready
-from evalplan.db.models import Benchmark, Coreset, CoresetItem, Item, Model, Score
+from evalplan.db.models import Benchmark, Coreset, Model
 from evalplan.kit.errors import ErrorCollector, InvalidInput, NotFound
+from evalplan.models.repository import models_named
 from evalplan.models.service import get_model
 
 Cells = dict[tuple[str, str], tuple[str, int]]
@@ -56,7 +57,7 @@ def predict_models(session: Session, coreset: Coreset, models: list[str], level:
     one without stored scores on the coreset's items."""
     require_ready(coreset)
     cells, benchmarks = _coreset_cells(session, coreset)
-    by_ref = find_named_many(session, Model, models, kind="model")  # one rule with {"model": ...}
+    by_ref = models_named(session, models)  # one rule with {"model": ...}
     errors = ErrorCollector()
     targets: list[Model] = []
     for i, ref in enumerate(models):
@@ -92,11 +93,7 @@ def _models_values(session: Session, models: list[Model], coreset: Coreset,
                    benchmarks: dict[str, Benchmark]) -> dict[str, dict[int, float]]:
     """Each model's stored scores (its benchmark's default metric) on the coreset's items: one query."""
     metric_of = {bid: b.default_metric for bid, b in benchmarks.items()}
-    rows = session.execute(
-        select(Score.model_id, Score.item_pk, Score.value, Score.metric, CoresetItem.benchmark_id)
-        .join(CoresetItem, (CoresetItem.item_pk == Score.item_pk) & (CoresetItem.coreset_id == coreset.id))
-        .where(Score.model_id.in_([m.id for m in models]))
-    ).all()
+    rows = coreset_item_cells(session, coreset.id, [m.id for m in models])
     out: dict[str, dict[int, float]] = {m.id: {} for m in models}
     for model_id, pk, value, metric, bid in rows:
         if metric == metric_of.get(bid):
@@ -115,7 +112,7 @@ def _coreset_cells(session: Session, coreset: Coreset) -> tuple[Cells, dict[str,
     its row changing."""
     with published_reads(session, coreset):  # a published version's items are shared (curation.published_reads)
         ids = coreset.benchmark_ids
-        benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(ids)))}
+        benchmarks = benchmark_map(session, ids)
         return _cells_of(session, coreset, benchmarks)
 
 
@@ -126,10 +123,7 @@ def _cells_of(session: Session, coreset: Coreset,
         if key in _CELLS and coreset.status == "ready":
             return _CELLS[key], benchmarks  # a hit is the most recently used
     cells: Cells = {}
-    rows = session.execute(
-        select(CoresetItem.benchmark_id, CoresetItem.item_pk, Item.item_id)
-        .join(Item, Item.pk == CoresetItem.item_pk).where(CoresetItem.coreset_id == coreset.id)
-    ).all()
+    rows = coreset_item_ids(session, coreset.id)
     for benchmark_id, item_pk, item_id in rows:
         if benchmark_id not in benchmarks:  # a public, unpublished coreset on a benchmark the caller cannot read
             continue

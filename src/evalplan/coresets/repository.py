@@ -187,6 +187,24 @@ def coreset_item_scores(session: Session, coreset_id: str, model_ids: list[str])
     ).all())
 
 
+def coreset_item_cells(session: Session, coreset_id: str, model_ids: list[str]) -> list[Row[Any]]:
+    """``(model_id, item_pk, value, metric, benchmark_id)`` of every stored score (any metric) of the models on
+    the coreset's items (predict keeps each benchmark's default metric)."""
+    return list(session.execute(
+        select(Score.model_id, Score.item_pk, Score.value, Score.metric, CoresetItem.benchmark_id)
+        .join(CoresetItem, (CoresetItem.item_pk == Score.item_pk) & (CoresetItem.coreset_id == coreset_id))
+        .where(Score.model_id.in_(model_ids))
+    ).all())
+
+
+def coreset_item_ids(session: Session, coreset_id: str) -> list[Row[str, int, str]]:
+    """``(benchmark_id, item_pk, item_id)`` of the coreset's items."""
+    return list(session.execute(
+        select(CoresetItem.benchmark_id, CoresetItem.item_pk, Item.item_id)
+        .join(Item, Item.pk == CoresetItem.item_pk).where(CoresetItem.coreset_id == coreset_id)
+    ).all())
+
+
 def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
     """The readable benchmark ``benchmark_id`` (NoResultFound otherwise)."""
     return session.get_one(Benchmark, benchmark_id)

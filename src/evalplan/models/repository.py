@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evalplan.auth.naming import find_named
+from evalplan.auth.naming import find_named, find_named_many
 from evalplan.db.models import Model
 
 
@@ -19,6 +19,11 @@ def model_one(session: Session, model_id: str) -> Model:
 def model_named(session: Session, ref: str) -> Model | None:
     """The readable model ``ref`` names (id, the caller's own name, a public one, ``team/name``), or None."""
     return find_named(session, Model, ref, kind="model")
+
+
+def models_named(session: Session, refs: list[str]) -> dict[str, Model | None]:
+    """:func:`model_named` of each of ``refs`` (one query for the plain refs)."""
+    return find_named_many(session, Model, refs, kind="model")
 
 
 def names_by_id(session: Session, ids: Iterable[str]) -> dict[str, str]:
