@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.dependents import register_reader
-from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, Score, ScoreRow
+from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, ModelResponse, Score, ScoreRow
 from evalplan.kit.pagination import Page, keyset_page
 
 
@@ -107,6 +107,52 @@ def score_cells_page(session: Session, benchmark_id: str, metric: str, *, limit:
             .where(Item.benchmark_id == benchmark_id, Score.metric == metric))
     return keyset_page(session, stmt, (Score.model_id, Score.item_pk), limit=limit, cursor=cursor, what="score",
                        entities=False)
+
+
+#: the columns a model-response listing returns, with the model's name as ``model``
+RESPONSE_COLUMNS = (ModelResponse.model_id, Model.name.label("model"), ModelResponse.item_pk, ModelResponse.response,
+                    ModelResponse.truncated, ModelResponse.n_chars, ModelResponse.source, ModelResponse.extra,
+                    ModelResponse.created_at, ModelResponse.updated_at)
+
+
+def item_response_page(session: Session, item_pk: int, *, model_id: str | None, limit: int,
+                       cursor: str | None) -> Page[Any]:
+    """A page of the stored responses on item ``item_pk`` of the readable models (``model_id``'s only, when
+    given), as rows of :data:`RESPONSE_COLUMNS`, by model id."""
+    stmt = (select(*RESPONSE_COLUMNS).join(Model, Model.id == ModelResponse.model_id)
+            .where(ModelResponse.item_pk == item_pk))
+    if model_id is not None:
+        stmt = stmt.where(ModelResponse.model_id == model_id)
+    return keyset_page(session, stmt, ModelResponse.model_id, limit=limit, cursor=cursor, what="response",
+                       entities=False)
+
+
+def item_responses(session: Session, benchmark_id: str, item_ids: list[str], names: list[str] | None,
+                   first_team: str | None) -> Iterator[Row[Any]]:
+    """The stored responses on these items of the benchmark of the readable models (named ``names`` when
+    given): rows of :data:`RESPONSE_COLUMNS` with ``item_id`` and the model's ``team_id``, by item id and
+    model name, team ``first_team``'s model first among models of one name."""
+    stmt = (select(*RESPONSE_COLUMNS, Item.item_id, Model.team_id).join(Model, Model.id == ModelResponse.model_id)
+            .join(Item, Item.pk == ModelResponse.item_pk)
+            .where(Item.benchmark_id == benchmark_id, Item.item_id.in_(item_ids)))
+    if names is not None:
+        stmt = stmt.where(Model.name.in_(names))
+    return iter(session.execute(stmt.order_by(Item.item_id, Model.name, Model.team_id != first_team)))
+
+
+def team_of_benchmark(session: Session, benchmark_id: str) -> str | None:
+    """The team id of the readable benchmark ``benchmark_id``."""
+    return session.scalar(select(Benchmark.team_id).where(Benchmark.id == benchmark_id))
+
+
+def models_with_responses(session: Session, benchmark_ids: list[str]) -> list[tuple[str, str]]:
+    """``(model id, name)`` of the readable models with stored responses on any of these benchmarks, by name."""
+    if not benchmark_ids:
+        return []
+    stmt = (select(Model.id, Model.name).where(Model.id.in_(
+        select(ModelResponse.model_id).where(ModelResponse.benchmark_id.in_(benchmark_ids)).distinct()))
+        .order_by(Model.name, Model.id))
+    return [(str(i), str(n)) for i, n in session.execute(stmt).all()]
 
 
 def scored_benchmark_ids(session: Session, model_id: str) -> set[str]:

@@ -15,21 +15,16 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from evalplan.db.models import Benchmark, Item, Model, ModelResponse, utcnow
+from evalplan.benchmarks.repository import item_response_page, item_responses, team_of_benchmark
+from evalplan.db.models import Benchmark, Item, ModelResponse, utcnow
 from evalplan.integrations.harness_records import ParsedResponse
 from evalplan.kit.db import analyze_after_commit
 from evalplan.kit.errors import NotFound
-from evalplan.kit.pagination import Page, keyset_page
+from evalplan.kit.pagination import Page
 from evalplan.kit.upsert import dialect_insert
 
 CHUNK = 500
 """Rows per statement (bound parameters stay under SQLite's limit)."""
-
-#: the columns a listing returns, with the model's name as ``model``
-COLUMNS = (ModelResponse.model_id, Model.name.label("model"), ModelResponse.item_pk, ModelResponse.response,
-           ModelResponse.truncated, ModelResponse.n_chars, ModelResponse.source, ModelResponse.extra,
-           ModelResponse.created_at, ModelResponse.updated_at)
-
 
 def _chunks(values: list[Any], size: int = CHUNK) -> Iterable[list[Any]]:
     for start in range(0, len(values), size):
@@ -80,12 +75,7 @@ def list_item_responses(session: Session, benchmark: Benchmark, item_id: str, *,
     """The stored responses on one item, one row per model the caller may read (ordered by model id), as rows
     of :data:`COLUMNS`; only ``model_id``'s with ``model_id``. 404 for an unknown item."""
     item = get_item(session, benchmark, item_id)
-    stmt = (select(*COLUMNS).join(Model, Model.id == ModelResponse.model_id)
-            .where(ModelResponse.item_pk == item.pk))
-    if model_id is not None:
-        stmt = stmt.where(ModelResponse.model_id == model_id)
-    return keyset_page(session, stmt, ModelResponse.model_id, limit=limit, cursor=cursor, what="response",
-                       entities=False)
+    return item_response_page(session, item.pk, model_id=model_id, limit=limit, cursor=cursor)
 
 
 def response_dict(row: Any) -> dict[str, Any]:
@@ -105,26 +95,12 @@ def responses_for(session: Session, benchmark_id: str, item_ids: Iterable[str], 
     if not ids or names == []:
         return {}
     found: dict[str, list[dict[str, Any]]] = {}
-    team_of_benchmark = session.scalar(select(Benchmark.team_id).where(Benchmark.id == benchmark_id))
+    first_team = team_of_benchmark(session, benchmark_id)
     for chunk in _chunks(ids):
-        stmt = (select(*COLUMNS, Item.item_id, Model.team_id).join(Model, Model.id == ModelResponse.model_id)
-                .join(Item, Item.pk == ModelResponse.item_pk)
-                .where(Item.benchmark_id == benchmark_id, Item.item_id.in_(chunk)))
-        if names is not None:
-            stmt = stmt.where(Model.name.in_(names))
         # the benchmark's own team's model first, so it wins a name shared with another team's public model
-        for row in session.execute(stmt.order_by(Item.item_id, Model.name, Model.team_id != team_of_benchmark)):
+        for row in item_responses(session, benchmark_id, chunk, names, first_team):
             rows = found.setdefault(row.item_id, [])
             if len(rows) < limit_per_item and not any(r["model"] == row.model for r in rows):
                 rows.append({**response_dict(row), "item": row.item_id})
     return found
 
-
-def models_with_responses(session: Session, benchmark_ids: list[str]) -> list[tuple[str, str]]:
-    """``(model id, name)`` of the readable models with stored responses on any of these benchmarks, by name."""
-    if not benchmark_ids:
-        return []
-    stmt = (select(Model.id, Model.name).where(Model.id.in_(
-        select(ModelResponse.model_id).where(ModelResponse.benchmark_id.in_(benchmark_ids)).distinct()))
-        .order_by(Model.name, Model.id))
-    return [(str(i), str(n)) for i, n in session.execute(stmt).all()]

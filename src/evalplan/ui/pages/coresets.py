@@ -14,7 +14,7 @@ from evalplan import __version__, charts
 from evalplan.auth.deps import DbSession
 from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.items import item_samples
-from evalplan.benchmarks.responses import models_with_responses, responses_for
+from evalplan.benchmarks.responses import responses_for
 from evalplan.coresets import export as coreset_export
 from evalplan.coresets import plots as coreset_plots
 from evalplan.coresets import service as coreset_service
@@ -133,7 +133,7 @@ def coreset_page(request: Request, coreset_id: str, session: DbSession,
     ids = benchmark_repository.ids_by_name(session, coreset.benchmark_ids or [])
     texts = item_samples(session, [(ids[i["benchmark"]], i["item"]) for i in shown if i["benchmark"] in ids])
     samples = {(name, item_id): text for (bid, item_id), text in texts.items() for name, b in ids.items() if b == bid}
-    response_models = models_with_responses(session, list(ids.values()))
+    response_models = benchmark_repository.models_with_responses(session, list(ids.values()))
     model = (model or "").strip() or None
     if model is not None:  # a name (the picker's value) or an id; 404 page for a model the caller cannot read
         model = next((name for mid, name in response_models if model in (mid, name)), None) or \
