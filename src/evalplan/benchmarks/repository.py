@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, delete, func, select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.dependents import register_reader
 from evalplan.db.models import Benchmark, BenchmarkModel, Item, Model, ModelResponse, Score, ScoreRow
 from evalplan.kit.pagination import Page, keyset_page
+from evalplan.models.service import on_model_deleted
 
 
 def benchmark_by_id(session: Session, benchmark_id: str) -> Benchmark | None:
@@ -155,6 +156,17 @@ def models_with_responses(session: Session, benchmark_ids: list[str]) -> list[tu
     return [(str(i), str(n)) for i, n in session.execute(stmt).all()]
 
 
+def drop_model_scores(session: Session, model_id: str) -> None:
+    """Delete a deleted model's score rows and responses; the benchmarks it had scores on (locked) get a new
+    ``data_version`` (``evalplan.models.service.delete_model``)."""
+    benchmark_ids = list(session.scalars(select(BenchmarkModel.benchmark_id)
+                                         .where(BenchmarkModel.model_id == model_id)))
+    session.execute(delete(ScoreRow).where(ScoreRow.model_id == model_id))
+    session.execute(delete(ModelResponse).where(ModelResponse.model_id == model_id))
+    for benchmark in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)).with_for_update()):
+        benchmark.data_version = (benchmark.data_version or 0) + 1
+
+
 def scored_benchmark_ids(session: Session, model_id: str) -> set[str]:
     """The benchmarks the model has scores on."""
     return set(session.scalars(select(BenchmarkModel.benchmark_id).where(BenchmarkModel.model_id == model_id)))
@@ -167,3 +179,4 @@ def pks_of_item_ids(session: Session, benchmark_id: str, item_ids: list[str]) ->
 
 
 register_reader("scored_benchmarks", scored_benchmark_ids)  # evalplan.auth.dependents
+on_model_deleted(drop_model_scores)  # evalplan.models.service.delete_model

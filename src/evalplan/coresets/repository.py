@@ -187,7 +187,8 @@ def coreset_item_scores(session: Session, coreset_id: str, model_ids: list[str])
     ).all())
 
 
-def coreset_item_cells(session: Session, coreset_id: str, model_ids: list[str]) -> list[Row[Any]]:
+def coreset_item_cells(session: Session, coreset_id: str, model_ids: list[str]
+                       ) -> list[Row[str, int, float, str, str]]:
     """``(model_id, item_pk, value, metric, benchmark_id)`` of every stored score (any metric) of the models on
     the coreset's items (predict keeps each benchmark's default metric)."""
     return list(session.execute(

@@ -13,7 +13,7 @@ from evalplan.hidden_states.npy_format import MAX_NAMED
 from evalplan.kit.errors import InvalidInput
 
 
-def hidden_state_listing(session: Session, benchmark_id: str) -> list[Row[Any]]:
+def hidden_state_listing(session: Session, benchmark_id: str) -> list[Row[HiddenState, str, Any]]:
     """(hidden state, model name, stored bytes) of the benchmark's readable models' hidden states, by model name."""
     return list(session.execute(
         select(HiddenState, Model.name, func.coalesce(func.sum(func.length(HiddenStateChunk.data)), 0))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evalplan.auth.audit import record
@@ -13,7 +14,7 @@ from evalplan.auth.dependents import published_dependents
 from evalplan.auth.names import check_new_names
 from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
-from evalplan.db.models import Benchmark, BenchmarkModel, Model, ModelResponse, ScoreRow, Team
+from evalplan.db.models import Model, Team
 from evalplan.kit.errors import Conflict, InvalidInput
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
@@ -101,15 +102,27 @@ def delete_model(session: Session, model: Model) -> None:
     if published:
         raise Conflict(f"model {model.name!r} cannot be deleted: {len(published)} published coreset(s) use it as a "
                        "reference model", [{"parameter": "model", "detail": "published coresets depend on it"}])
-    benchmark_ids = list(session.scalars(select(BenchmarkModel.benchmark_id)
-                                         .where(BenchmarkModel.model_id == model.id)))
-    session.execute(delete(ScoreRow).where(ScoreRow.model_id == model.id))
-    session.execute(delete(ModelResponse).where(ModelResponse.model_id == model.id))
-    for benchmark in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)).with_for_update()):
-        benchmark.data_version = (benchmark.data_version or 0) + 1
+    _registered_dropper()(session, model.id)
     record(session, "delete", "model", model.id, name=model.name)
     session.delete(model)
     session.flush()
+
+
+#: what the benchmarks domain (above models) deletes with a model: ``(session, model id) -> None`` (its scores
+#: and responses; the benchmarks it had scores on get a new ``data_version``), registered by
+#: ``evalplan.benchmarks.repository``
+_ON_DELETE: list[Callable[[Session, str], None]] = []
+
+
+def on_model_deleted(dropper: Callable[[Session, str], None]) -> None:
+    """``dropper`` deletes what of its domain goes with a deleted model (its own rules, its own tables)."""
+    _ON_DELETE[:] = [dropper]
+
+
+def _registered_dropper() -> Callable[[Session, str], None]:
+    if not _ON_DELETE:  # a process that deletes models imports the benchmarks (evalplan.main does)
+        raise RuntimeError("no dropper of a model's scores registered: import evalplan.benchmarks.repository")
+    return _ON_DELETE[0]
 
 
 def _delete_team_models(session: Session, team_id: str) -> list[str]:

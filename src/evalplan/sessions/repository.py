@@ -54,7 +54,7 @@ def session_by_id(session: Session, session_id: str) -> EvalSession | None:
     return session.get(EvalSession, session_id)
 
 
-def locked_with_benchmark(session: Session, session_id: str) -> Row[tuple[EvalSession, Benchmark, str | None]] | None:
+def locked_with_benchmark(session: Session, session_id: str) -> Row[EvalSession, Benchmark, str] | None:
     """(the session's row, locked ``FOR UPDATE`` and refreshed, its benchmark, its team's name) in one round trip;
     None when there is no readable session ``session_id``."""
     return session.execute(
