@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from evalplan.auth.audit import record
 from evalplan.auth.deletion import register_team_part
 from evalplan.auth.dependents import register_reader
+from evalplan.benchmarks.repository import benchmark_one
 from evalplan.benchmarks.service import on_benchmark_deleted
 from evalplan.coresets.curation import (
     base_provenance,
@@ -204,11 +205,6 @@ def coreset_item_ids(session: Session, coreset_id: str) -> list[Row[str, int, st
         select(CoresetItem.benchmark_id, CoresetItem.item_pk, Item.item_id)
         .join(Item, Item.pk == CoresetItem.item_pk).where(CoresetItem.coreset_id == coreset_id)
     ).all())
-
-
-def benchmark_one(session: Session, benchmark_id: str) -> Benchmark:
-    """The readable benchmark ``benchmark_id`` (NoResultFound otherwise)."""
-    return session.get_one(Benchmark, benchmark_id)
 
 
 def model_scores_on(session: Session, benchmark: Benchmark, model_ids: list[str]) -> list[Row[str, int, float]]:

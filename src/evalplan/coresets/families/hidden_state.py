@@ -22,6 +22,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from evalplan.benchmarks.repository import benchmark_one
 from evalplan.core.coresets.intervals import extrapolation_flag
 from evalplan.core.repcore.anchors import SphericalKMeansAnchors, consensus_embeddings
 from evalplan.core.repcore.extrapolation import RepCoreExtrapolator
@@ -31,7 +32,6 @@ from evalplan.coresets.curation import frozen_state
 from evalplan.coresets.families.base import CoresetRequest, SelectionPlan, TargetScores
 from evalplan.coresets.repository import (
     benchmark_and_models,
-    benchmark_one,
     hidden_states_of,
     load_for_job,
     model_scores_on,
