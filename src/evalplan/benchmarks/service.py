@@ -22,6 +22,7 @@ from evalplan.core.benchmarks.score_scale import ScoreScale
 from evalplan.db.ids import looks_like_id
 from evalplan.db.models import Benchmark, BenchmarkModel, Item, ModelResponse, ScoreRow, Team
 from evalplan.kit.errors import Conflict, InvalidInput
+from evalplan.kit.hook import Hook
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
 
@@ -218,7 +219,7 @@ def delete_benchmark(session: Session, benchmark: Benchmark) -> None:
     if foreign:
         raise Conflict(f"benchmark {benchmark.name!r} cannot be deleted: {len(foreign)} coreset(s) or session(s) "
                        "of other teams are built on it", [{"parameter": "benchmark", "detail": "other teams depend"}])
-    own = _registered_deleter()(session, benchmark)
+    own = _ON_DELETE.get()(session, benchmark)
     session.execute(delete(ScoreRow).where(ScoreRow.benchmark_id == benchmark.id))
     session.execute(delete(ModelResponse).where(ModelResponse.benchmark_id == benchmark.id))
     record(session, "delete", "benchmark", benchmark.id, name=benchmark.name, coresets=own)
@@ -232,18 +233,14 @@ def _all_readable(session: Session, coreset_ids: list[str]) -> bool:
 
 #: what a domain above benchmarks deletes with a benchmark: ``(session, benchmark) -> ids of what went`` (the
 #: caller's own coresets on it, registered by ``evalplan.coresets.repository``)
-_ON_DELETE: list[Callable[[Session, Benchmark], list[str]]] = []
+_ON_DELETE: Hook[Callable[[Session, Benchmark], list[str]]] = Hook(
+    # a process that deletes benchmarks imports the coresets (evalplan.main does)
+    "no deleter of the coresets on a benchmark registered: import evalplan.coresets.repository")
 
 
 def on_benchmark_deleted(deleter: Callable[[Session, Benchmark], list[str]]) -> None:
     """``deleter`` deletes what of its domain goes with a deleted benchmark (its own rules, its own tables)."""
-    _ON_DELETE[:] = [deleter]
-
-
-def _registered_deleter() -> Callable[[Session, Benchmark], list[str]]:
-    if not _ON_DELETE:  # a process that deletes benchmarks imports the coresets (evalplan.main does)
-        raise RuntimeError("no deleter of the coresets on a benchmark registered: import evalplan.coresets.repository")
-    return _ON_DELETE[0]
+    _ON_DELETE.register(deleter)
 
 
 def _delete_team_benchmarks(session: Session, team_id: str) -> list[str]:

@@ -16,6 +16,7 @@ from evalplan.auth.naming import check_new_name, get_named
 from evalplan.auth.scoping import owned_by_caller, require_own, team_of
 from evalplan.db.models import Model, Team
 from evalplan.kit.errors import Conflict, InvalidInput
+from evalplan.kit.hook import Hook
 from evalplan.kit.pagination import Page, keyset_page
 from evalplan.kit.upsert import insert_ignoring_conflicts
 
@@ -102,7 +103,7 @@ def delete_model(session: Session, model: Model) -> None:
     if published:
         raise Conflict(f"model {model.name!r} cannot be deleted: {len(published)} published coreset(s) use it as a "
                        "reference model", [{"parameter": "model", "detail": "published coresets depend on it"}])
-    _registered_dropper()(session, model.id)
+    _ON_DELETE.get()(session, model.id)
     record(session, "delete", "model", model.id, name=model.name)
     session.delete(model)
     session.flush()
@@ -111,18 +112,14 @@ def delete_model(session: Session, model: Model) -> None:
 #: what the benchmarks domain (above models) deletes with a model: ``(session, model id) -> None`` (its scores
 #: and responses; the benchmarks it had scores on get a new ``data_version``), registered by
 #: ``evalplan.benchmarks.repository``
-_ON_DELETE: list[Callable[[Session, str], None]] = []
+_ON_DELETE: Hook[Callable[[Session, str], None]] = Hook(
+    # a process that deletes models imports the benchmarks (evalplan.main does)
+    "no dropper of a model's scores registered: import evalplan.benchmarks.repository")
 
 
 def on_model_deleted(dropper: Callable[[Session, str], None]) -> None:
     """``dropper`` deletes what of its domain goes with a deleted model (its own rules, its own tables)."""
-    _ON_DELETE[:] = [dropper]
-
-
-def _registered_dropper() -> Callable[[Session, str], None]:
-    if not _ON_DELETE:  # a process that deletes models imports the benchmarks (evalplan.main does)
-        raise RuntimeError("no dropper of a model's scores registered: import evalplan.benchmarks.repository")
-    return _ON_DELETE[0]
+    _ON_DELETE.register(dropper)
 
 
 def _delete_team_models(session: Session, team_id: str) -> list[str]:
