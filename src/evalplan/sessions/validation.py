@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import scale_of, score_range
 from evalplan.core.sequential import METHODS, SessionConfig
+from evalplan.core.sequential.config import MethodParams
 from evalplan.core.sequential.methods import (
     ALIASES,
     MULTI_TARGET_METHODS,
@@ -244,7 +245,7 @@ def resolve_compare(session: Session, request: SessionCreate, benchmark: Benchma
     if request.previous is not None:
         raise bad("previous", "a paired session (compare_to) draws its items at random and does not use previous")
     params = request.method_params
-    if params is not None and (params.model_dump(exclude_unset=True) if hasattr(params, "model_dump") else params):
+    if params is not None and (params.model_dump(exclude_unset=True) if isinstance(params, MethodParams) else params):
         raise bad("method_params", "a paired session (compare_to) takes no method_params: its items are drawn "
                                    "uniformly and its interval is the paired betting confidence sequence")
     lo, hi = score_range(benchmark, infinite=True)
