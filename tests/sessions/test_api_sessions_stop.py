@@ -157,3 +157,19 @@ def test_bad_stop_values_are_422_naming_the_field(client: TestClient) -> None:
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "stop.anytime_valid", r.text
     with client.app.state.session_factory() as s:
         assert s.scalar(select(func.count()).select_from(EvalSession)) == 0
+
+
+def test_default_method_at_another_level(client: TestClient) -> None:
+    """The default method (``active_design``) at ``level: 0.9``: its working model's inner configuration used to
+    carry a 0.95 stop, so every such session was refused (``stop.level: 0.95 differs from level 0.9``)."""
+    data = upload(client)
+    r = client.post("/v1/sessions", json={"benchmark": data["name"], "target": "tgt-a", "level": 0.9,
+                                          "reference_models": data["refs"],
+                                          "stop": {"half_width": 0.15, "level": 0.9, "min_items": 5}})
+    assert r.status_code == 201, r.text
+    session = r.json()
+    assert session["method"] == "active_design" and session["level"] == 0.9
+    last = run(client, session, data["truth"]["tgt-a"])[-1]
+    assert last["level"] == 0.9 and last["n_observed"] >= 5
+    lo, hi = last["ci"]
+    assert 0.0 <= lo <= last["estimate"] <= hi <= 1.0

@@ -245,7 +245,8 @@ class ActiveDesignEstimator(ItemEstimator):
         self.binary = bool(self.bounded and self.lo == 0.0 and self.hi == 1.0 and np.all((V == 0.0) | (V == 1.0)))
         means = V.T @ prior.bucket_sizes / max(prior.n_items, 1)  # each reference's benchmark mean
         self.ref_range = (float(means.min()), float(means.max())) if means.size else (self.lo, self.hi)
-        inner = dataclasses.replace(config, method="refgp_ivr", stop=StopRule(0.0).as_dict(), max_items=None,
+        inner = dataclasses.replace(config, method="refgp_ivr", stop=StopRule(0.0, level=config.level).as_dict(),
+                                    max_items=None,
                                     max_items_fraction=None, hyperparameters=None, previous=None,
                                     interval_kind=None, method_params=None)
         working_model = WORKING_MODEL_ALIASES.get(working_model, working_model)
