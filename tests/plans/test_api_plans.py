@@ -12,6 +12,7 @@ import pytest
 
 from evalplan.cli import main as cli_main
 from evalplan.core.backtest.planner import Candidate, plan_benchmark
+from evalplan.core.backtest.session_planner import plan_session
 from support.helpers import assert_problem, upload_matrix, wait_for_job, wide_csv
 
 
@@ -64,9 +65,24 @@ def test_plan_job_two_benchmarks(committed_client) -> None:
         if plan["method"] != "full":
             assert plan["interval_width"] / 2 <= 0.08
             assert plan["interval_rule"] == ("calibrated" if plan["method"] == "pbsc" else "finite_population")
+        # the default session on held-out references (issue 33 item 5): what the service's sessions do offline
+        session = plan["session"]
+        offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=4)
+        assert session["method"] == "active_design" and session["baseline"] == "random"
+        for regime in ("random_models", "best_models"):
+            got, want = session["regimes"][regime], offline_session["regimes"][regime]
+            assert got["targets"] == want["targets"] == 4
+            assert [r["items"] for r in got["runs"]] == [r["items"] for r in want["runs"]]
+            assert [r["items"] for r in got["random_runs"]] == [r["items"] for r in want["random_runs"]]
+            assert got["vs_random"] == pytest.approx(got["items"] / got["random"]["items"])
+        assert session["items"] == session["regimes"]["random_models"]["items"]
+        assert session["best_models"]["items"] == session["regimes"]["best_models"]["items"]
     suite = result["suite"]
     assert suite["split"] == {n: result["benchmarks"][n]["budget"] for n in ("gen_a", "gen_b")}
     assert suite["total_items"] == sum(suite["split"].values()) and suite["n_items"] == 100
+    assert suite["session"]["items"] == pytest.approx(sum(result["benchmarks"][n]["session"]["items"]
+                                                          for n in ("gen_a", "gen_b")))
+    assert suite["session"]["n_items"] == 100
 
 
 def test_plan_with_the_conformal_rule(committed_client) -> None:
@@ -123,6 +139,9 @@ BAD = [
     ({"seeds": 0}, 422, "seeds"),
     ({"seeds": 11}, 422, "seeds"),
     ({"max_seconds": 0}, 422, "max_seconds"),
+    ({"session_targets": -1}, 422, "session_targets"),
+    ({"session_targets": 41}, 422, "session_targets"),
+    ({"session_targets": "four"}, 422, "session_targets"),
     ({"params": {"mrmr": {"scheme": "nope"}}}, 422, "params.mrmr"),
     ({"params": {"lasso": {}}}, 422, "params.lasso"),
     ({"params": {"random": {"k": 2}}}, 422, "params.random"),
@@ -165,9 +184,19 @@ def test_cli_plan(tmp_path, capsys) -> None:
     plan = out["benchmarks"][str(path)]
     assert plan["budget"] == offline["budget"] and plan["method"] == offline["method"]
     assert out["suite"]["total_items"] == offline["budget"]
+    offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=4)
+    assert plan["session"]["items"] == offline_session["items"]
+    assert plan["session"]["best_models"]["items"] == offline_session["best_models"]["items"]
+    assert out["suite"]["session"]["items"] == offline_session["items"]
     assert cli_main(["plan", "--scores", str(path), "--half-width", "0.08", "--level", "0.9",
-                     "--methods", "random", "--seeds", "1"]) == 0
-    assert "suite:" in capsys.readouterr().out
+                     "--methods", "random", "--seeds", "1", "--session-targets", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "suite:" in text and "A session instead" in text and "| the best | 2 |" in text
+    assert cli_main(["plan", "--scores", str(path), "--half-width", "0.08", "--methods", "random",
+                     "--session-targets", "0", "--json"]) == 0
+    assert "session" not in json.loads(capsys.readouterr().out)["benchmarks"][str(path)]
+    assert cli_main(["plan", "--scores", str(path), "--half-width", "0.08", "--session-targets", "41"]) == 2
+    assert "n_targets" in capsys.readouterr().err
     assert cli_main(["plan", "--scores", str(path), "--half-width", "0.08", "--methods", "nope"]) == 2
     assert "unknown method" in capsys.readouterr().err
 

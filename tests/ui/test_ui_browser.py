@@ -148,5 +148,16 @@ def test_plan_page_shows_the_budget_curves_the_chosen_point_and_the_savings(site
     assert cells[:4] == ["quiz", cells[1], str(plan["budget"]), "60"], cells  # items, of: numbers, not a repr
     assert tab.page.evaluate("() => { const w = document.querySelector('.table-wrap');"
                              " return w.scrollWidth <= w.clientWidth; }"), "the plan table is clipped at 1280 px"
+    # the default session and random on held-out references (issue 33 item 5): one row per regime
+    session = plan["session"]
+    rows = tab.page.locator("#session-table tbody tr")
+    assert rows.count() == 2
+    first = rows.nth(0).locator("td").all_inner_texts()
+    random_models = session["regimes"]["random_models"]
+    assert first[:3] == ["quiz", "random", str(random_models["targets"])], first
+    assert first[3] == f"{random_models['items']:.0f}" and first[4] == "60", first
+    assert first[6] == f"{random_models['vs_random']:.2f}x", first
+    assert tab.page.evaluate("() => { const w = document.querySelectorAll('.table-wrap')[1];"
+                             " return w.scrollWidth <= w.clientWidth; }"), "the session table is clipped at 1280 px"
     tab.check_accessibility()
     assert tab.problems() == []

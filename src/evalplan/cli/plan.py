@@ -1,5 +1,6 @@
 """``evalplan plan``: the budget planner on wide score CSVs, offline (no server, no database): per benchmark, the
-smallest coreset that reaches +-half-width in backtests on the models, and the suite's total.
+smallest coreset that reaches +-half-width in backtests on the models, the items the default session and random
+need on held-out models (``--session-targets``), and the suite's totals.
 
 Imported inside the command (kept out of ``evalplan --help``): the CSV parser and ``json_safe``
 (``evalplan.benchmarks.score_formats``, ``evalplan.kit.validation``: they load the web app's schemas) and the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import numpy as np
@@ -29,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument("--budgets", default=None, help="comma-separated fractions to try (default 1%%..75%%)")
     pl.add_argument("--seeds", type=int, default=3, help="backtest repetitions per (method, budget)")
     pl.add_argument("--max-seconds", type=float, default=None, help="time cap per benchmark")
+    pl.add_argument("--session-targets", type=int, default=4,
+                    help="held-out models per regime replayed as the default session and random (0 skips)")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON (the job result's layout)")
 
 
@@ -41,6 +45,7 @@ def plan_command(args: argparse.Namespace) -> int:
         plan_benchmark,
         plan_suite,
     )
+    from evalplan.core.backtest.session_planner import plan_session, suite_session_items
     from evalplan.kit.validation import json_safe
 
     try:
@@ -55,13 +60,19 @@ def plan_command(args: argparse.Namespace) -> int:
             values = np.asarray(upload.values, dtype=float)
             finite = values[np.isfinite(values)]
             in_unit = finite.size > 0 and finite.min() >= 0 and finite.max() <= 1
-            plans[path] = json_safe(plan_benchmark(
-                values, args.half_width, args.level, candidates, fractions, args.seeds,
-                score_range=(0.0, 1.0) if in_unit else (None, None), max_seconds=args.max_seconds))
+            plan = plan_benchmark(values, args.half_width, args.level, candidates, fractions, args.seeds,
+                                  score_range=(0.0, 1.0) if in_unit else (None, None), max_seconds=args.max_seconds)
+            if args.session_targets:
+                plan["session"] = plan_session(values, args.half_width, args.level, n_targets=args.session_targets,
+                                               score_range=(0.0, 1.0) if in_unit else (-math.inf, math.inf),
+                                               max_seconds=args.max_seconds)
+            plans[path] = json_safe(plan)
     except (OSError, InvalidInput, ValueError) as exc:
         print(f"evalplan plan: {exc}", file=sys.stderr)
         return 2
     suite = plan_suite(plans)
+    if args.session_targets:
+        suite["session"] = json_safe(suite_session_items([p["session"] for p in plans.values()]))
     if args.json:
         print(json.dumps({"half_width": args.half_width, "level": args.level, "benchmarks": plans,
                           "suite": json_safe(suite)}, indent=2))
@@ -74,4 +85,17 @@ def plan_command(args: argparse.Namespace) -> int:
               f"{p['interval_width']:.4f} | {p['stopped']} |")
     print(f"\nsuite: {suite['total_items']} of {suite['n_items']} items ({suite['fraction']:.1%}); "
           + ", ".join(f"{k}: {v}" for k, v in suite["split"].items()))
+    if args.session_targets:
+        print("\nA session instead (held-out models replayed as the default session and random, mean items to "
+              "the stop):\n")
+        print("| benchmark | held-out models | targets | session items | random items | vs random | covered |")
+        print("|---|---|---|---|---|---|---|")
+        for path, p in plans.items():
+            for key, label in (("random_models", "random"), ("best_models", "the best")):
+                r = p["session"]["regimes"][key]
+                if "skipped" in r:
+                    print(f"| {path} | {label} | - | not measured: {r['skipped']} | | | |")
+                    continue
+                print(f"| {path} | {label} | {r['targets']} | {r['items']:.0f} of {p['n_items']} | "
+                      f"{r['random']['items']:.0f} | {r['vs_random']:.2f}x | {r['coverage_at_stop']:.0%} |")
     return 0

@@ -67,3 +67,24 @@ def savings_of(result: dict[str, Any], cost: float | None) -> dict[str, Any]:
         out.update({"cost": total_k * float(cost), "all_cost": total_n * float(cost),
                     "saved_cost": (total_n - total_k) * float(cost)})
     return out
+
+
+REGIME_LABELS = {"random_models": "random", "best_models": "the best"}
+
+
+def session_rows(job: Job) -> list[dict[str, Any]]:
+    """One row per (benchmark, regime) of a finished plan's ``session`` blocks (the plan page's session table);
+    empty for a plan without them (``session_targets: 0``, or a plan made before they existed)."""
+    rows = []
+    for name, plan in ((job.result or {}).get("benchmarks") or {}).items():
+        block = plan.get("session")
+        if not block:
+            continue
+        for key, label in REGIME_LABELS.items():
+            regime = (block.get("regimes") or {}).get(key) or {}
+            rows.append({"benchmark": name, "method": block.get("method"), "regime": label,
+                         "skipped": regime.get("skipped"), "targets": regime.get("targets"),
+                         "items": regime.get("items"), "n_items": block.get("n_items"),
+                         "random_items": (regime.get("random") or {}).get("items"),
+                         "vs_random": regime.get("vs_random"), "coverage": regime.get("coverage_at_stop")})
+    return rows

@@ -32,4 +32,9 @@ class PlanCreate(BaseModel):
         None, description="Optional compute cost of evaluating one item (any unit: GPU-seconds, dollars); the plan "
                           "then reports the compute it saves against running every item (> 0).")
     max_seconds: float | None = Field(
-        None, description="Stop trying larger budgets of a benchmark after this many seconds (> 0).")
+        None, description="Stop trying larger budgets of a benchmark after this many seconds (> 0); the session "
+                          "replay of a benchmark gets the same allowance.")
+    session_targets: int = Field(
+        4, description="Held-out references replayed as sessions per regime (random models, the best models) to "
+                       "measure the items the default session and `random` need for half_width: 0 skips it, "
+                       "at most 40 (each benchmark's `session` block).")

@@ -15,6 +15,7 @@ from evalplan.core.backtest.planner import (
     min_references,
     parse_candidate,
 )
+from evalplan.core.backtest.session_planner import MAX_SESSION_TARGETS
 from evalplan.coresets.families.score_based import SCORE_BASED, auto_min_references
 from evalplan.coresets.repository import scored_model_names
 from evalplan.db.models import Benchmark, Job
@@ -71,6 +72,9 @@ def create_plan(session: Session, body: PlanCreate) -> Job:
         errors.add(f"seeds must be in [1, {MAX_SEEDS}], got {body.seeds}", field="seeds")
     if body.max_seconds is not None and not (math.isfinite(body.max_seconds) and body.max_seconds > 0):
         errors.add(f"max_seconds must be > 0, got {body.max_seconds!r}", field="max_seconds")
+    if not 0 <= body.session_targets <= MAX_SESSION_TARGETS:
+        errors.add(f"session_targets must be in [0, {MAX_SESSION_TARGETS}], got {body.session_targets}",
+                   field="session_targets")
     if body.cost_per_item is not None and not (math.isfinite(body.cost_per_item) and body.cost_per_item > 0):
         errors.add(f"cost_per_item must be a positive number, got {body.cost_per_item!r}", field="cost_per_item")
     methods = {m for m, _ in candidates}
@@ -115,5 +119,5 @@ def create_plan(session: Session, body: PlanCreate) -> Job:
     payload = {"benchmarks": entries, "half_width": float(body.half_width), "level": float(body.level),
                "candidates": [list(c) for c in candidates], "budgets": body.budgets, "seeds": body.seeds,
                "params": method_params, "max_seconds": body.max_seconds,
-               "cost_per_item": body.cost_per_item}
+               "cost_per_item": body.cost_per_item, "session_targets": body.session_targets}
     return create_job(session, KIND, payload, benchmark_id=benchmarks[0].id if len(benchmarks) == 1 else None)
