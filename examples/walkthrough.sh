@@ -39,7 +39,7 @@ post "/v1/coresets/$coreset/predict" "$(scores_of $items)" | field benchmarks ma
 wait_job "$(post /v1/backtests '{"benchmarks": "math", "methods": ["random", "mrmr"], "budgets": [0.1], "seeds": 2}' | field job id)" \
   | python3 -c 'import json, sys; [print(r["method"], r["seed"], "rmse", round(r["rmse"], 4)) for r in json.load(sys.stdin)["rows"]]'
 wait_job "$(post /v1/plans '{"benchmarks": ["math"], "half_width": 0.03, "methods": ["random", "mrmr"]}' | field job id)" \
-  | field benchmarks math                                                    # {method, budget, expected_rmse, ...}
+  | field benchmarks math            # {method, budget, expected_rmse, ..., session: {items, vs_random, best_models, ...}}
 
 # 4. a session: run the items it asks for (10 at a time), post their scores, until ±5 points at 95%
 session=$(post /v1/sessions "{\"benchmark\": \"math\", \"target\": \"$target\", \"stop\": {\"half_width\": 0.05}, \"batch_size\": 10}")
