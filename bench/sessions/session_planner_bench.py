@@ -25,7 +25,7 @@ import numpy as np
 from bench.common.markdown_sections import INTERPRETATION, write_section
 from bench.common.shared_data import load_scores
 from evalplan.core.backtest.sequential_backtest import fill_reference_means
-from evalplan.core.backtest.session_planner import BASELINE, plan_session, run_session
+from evalplan.core.backtest.session_planner import BASELINE, holds, plan_session, run_session
 from evalplan.core.sequential.methods import DEFAULT_METHOD
 from evalplan.core.sequential.prior import BucketPrior
 from evalplan.core.sequential.stopping import StopRule
@@ -60,7 +60,7 @@ def piece(name: str, half_width: float, n_targets: int, n_held_out: int, level: 
         scores = Y[t, cols]
         for method in truth:
             n, est, lo, hi, reached = run_session(prior, scores, method, rule, bounds, seed=0)
-            truth[method].append({"model": int(t), "items": n, "covered": bool(lo <= scores.mean() <= hi),
+            truth[method].append({"model": int(t), "items": n, "covered": holds(lo, hi, float(scores.mean())),
                                   "reached": reached})
     interp = plan["regimes"]["random_models"]
     ours = float(np.mean([r["items"] for r in truth[DEFAULT_METHOD]]))

@@ -93,3 +93,15 @@ def test_bad_arguments(kwargs: dict, message: str) -> None:
     args = {"half_width": 0.05, "n_targets": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         plan_session(two_pl(7), args.pop("half_width"), **args)
+
+
+def test_every_item_observed_covers_despite_round_off() -> None:
+    """A session that never reaches the half-width observes every item: its interval is the mean, which must
+    count as covering the truth even where the two sums differ in the last bit (they did: 47.26706395130024 vs
+    47.26706395130028 on unbounded scores)."""
+    rng = np.random.default_rng(0)
+    Y = rng.normal(50, 10, (25, 120)) + rng.normal(0, 5, (25, 1))
+    plan = plan_session(Y, 0.001, 0.95, score_range=(-np.inf, np.inf), n_targets=2)
+    for regime in plan["regimes"].values():
+        for r in regime["runs"] + regime["random_runs"]:
+            assert r["items"] == 120 and not r["reached"] and r["covered"]
