@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evalplan.core.backtest.backtest import run_backtest
+from support.helpers import two_pl as generated_two_pl
 from support.helpers import upload_matrix, wait_for_job
 
 N_MODELS, N_ITEMS = 40, 50
@@ -17,12 +18,7 @@ FINITE = ("rmse", "mae", "spearman", "kendall", "coverage", "stability", "second
 
 
 def two_pl(seed: int, n_models: int = N_MODELS, n_items: int = N_ITEMS) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.lognormal(0.0, 0.4, n_items)
-    b = rng.normal(0.0, 1.0, n_items)
-    theta = rng.normal(0.0, 1.0, n_models)
-    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    return (rng.random(p.shape) < p).astype(int)
+    return generated_two_pl(seed, n_models, n_items).astype(int)
 
 
 def upload(client, bench: str, Y: np.ndarray, prefix: str | None = None) -> None:

@@ -11,18 +11,14 @@ import numpy as np
 from evalplan.cli import main as cli_main
 from evalplan.core.backtest.sequential_backtest import markdown_table, run_sequential_backtest, session_estimators
 from evalplan.core.sequential.stopping import StopRule
+from support.helpers import two_pl as generated_two_pl
 from support.helpers import upload_matrix, wait_for_job
 
 N_MODELS, N_ITEMS = 30, 60
 
 
 def two_pl(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.lognormal(0.0, 0.4, N_ITEMS)
-    b = rng.normal(0.0, 1.0, N_ITEMS)
-    theta = rng.normal(0.0, 1.0, N_MODELS)
-    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    return (rng.random(p.shape) < p).astype(int)
+    return generated_two_pl(seed, N_MODELS, N_ITEMS).astype(int)
 
 
 def upload(client, bench: str, Y: np.ndarray) -> None:

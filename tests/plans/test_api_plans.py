@@ -14,15 +14,11 @@ from evalplan.cli import main as cli_main
 from evalplan.core.backtest.planner import Candidate, plan_benchmark
 from evalplan.core.backtest.session_planner import plan_session
 from support.helpers import assert_problem, upload_matrix, wait_for_job, wide_csv
+from support.helpers import two_pl as generated_two_pl
 
 
 def two_pl(seed: int, n_models: int = 24, n_items: int = 60) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.lognormal(0.0, 0.4, n_items)
-    b = rng.normal(0.0, 1.0, n_items)
-    theta = rng.normal(0.0, 1.0, n_models)
-    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    return (rng.random(p.shape) < p).astype(int)
+    return generated_two_pl(seed, n_models, n_items).astype(int)
 
 
 def upload(client, bench: str, Y: np.ndarray, prefix: str = "m") -> list[str]:

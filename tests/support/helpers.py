@@ -40,6 +40,17 @@ CSV = {"content-type": "text/csv"}
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
+def two_pl(seed: int, n_models: int = 24, n_items: int = 60) -> np.ndarray:
+    """0/1 scores (float) of ``n_models`` x ``n_items`` drawn from a 2PL IRT population (seeded): abilities
+    N(0, 1), difficulties N(0, 1), discriminations lognormal(0, 0.4). The tests' generated benchmark."""
+    rng = np.random.default_rng(seed)
+    a = rng.lognormal(0.0, 0.4, n_items)
+    b = rng.normal(0.0, 1.0, n_items)
+    theta = rng.normal(0.0, 1.0, n_models)
+    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
+    return (rng.random(p.shape) < p).astype(float)
+
+
 def assert_problem(response: Response, status: int) -> dict[str, Any]:
     """The response is a problem+json with ``status``, a non-empty type, title and detail, no traceback."""
     assert response.status_code == status, response.text

@@ -23,15 +23,11 @@ from evalplan.core.backtest.planner import (
 from evalplan.core.coresets.intervals import calibrated_half_width, fixed_coreset_errors, interval_from_errors
 from evalplan.core.coresets.predictors import KernelRidgePredictor
 from evalplan.core.selection.score_based import SCORE_METHODS
+from support.helpers import two_pl as generated_two_pl
 
 
 def two_pl(seed: int, n_models: int = 40, n_items: int = 120) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.lognormal(0.0, 0.4, n_items)
-    b = rng.normal(0.0, 1.0, n_items)
-    theta = rng.normal(0.0, 1.0, n_models)
-    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    return (rng.random(p.shape) < p).astype(float)
+    return generated_two_pl(seed, n_models, n_items)
 
 
 def test_budget_grid_and_min_references() -> None:

@@ -10,15 +10,11 @@ import pytest
 from evalplan.core.backtest.session_planner import plan_session, run_session, suite_session_items
 from evalplan.core.sequential.prior import BucketPrior
 from evalplan.core.sequential.stopping import StopRule
+from support.helpers import two_pl as generated_two_pl
 
 
 def two_pl(seed: int, n_models: int = 30, n_items: int = 160) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    a = rng.lognormal(0.0, 0.4, n_items)
-    b = rng.normal(0.0, 1.0, n_items)
-    theta = rng.normal(0.0, 1.0, n_models)
-    p = 1.0 / (1.0 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    return (rng.random(p.shape) < p).astype(float)
+    return generated_two_pl(seed, n_models, n_items)
 
 
 def test_both_regimes_against_random() -> None:
