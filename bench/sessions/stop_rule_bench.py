@@ -33,6 +33,16 @@ Each piece (every rule's stops, not the trajectories) is stored as JSON under ``
 
     EVALPLAN_DATA_DIR=/work/shared/data nice -n 10 python -m bench.sessions.stop_rule_bench --targets 12 \\
         --workers 2 --write docs/RESULTS.md
+
+Working models (issue 33 item 4): ``--working-model NAME`` runs the same protocol with ``active_design``'s
+``working_model`` set to NAME (``reference_gp_evidence_mix``, the default; ``factor``; ``prequential``), stored
+under ``bench/results/working_model/NAME/``; ``--compare-working-models --write docs/RESULTS.md`` renders the
+stored ones side by side (the default's rule, items / random's, coverage at the stop, the oracle ceiling) into
+the ``working-model`` section:
+
+    EVALPLAN_DATA_DIR=/work/shared/data nice -n 10 python -m bench.sessions.stop_rule_bench --targets 8 \\
+        --datasets helm_lite_commonsense --working-model factor
+    python -m bench.sessions.stop_rule_bench --compare-working-models --write docs/RESULTS.md
 """
 
 from __future__ import annotations
@@ -61,6 +71,10 @@ from evalplan.core.sequential.stopping import StopRule
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "bench" / "results" / "stop_rule"
 BEGIN, END = "<!-- stop-rule -->", "<!-- /stop-rule -->"
+WM_STORE = ROOT / "bench" / "results" / "working_model"
+WM_BEGIN, WM_END = "<!-- working-model -->", "<!-- /working-model -->"
+WORKING_MODELS = ("reference_gp_evidence_mix", "factor", "prequential")
+DEFAULT_WM = "reference_gp_evidence_mix"
 HALF_WIDTHS = (0.03, 0.02)
 Z = 1.959963984540054
 ALPHA = 0.05
@@ -96,10 +110,11 @@ def half_width(rule: str, n: int, s2: float, span: float) -> float:
 
 
 # --------------------------------------------------------------------------- recording
-def record(prior: BucketPrior, y: np.ndarray, seed: int) -> dict[str, Any]:
+def record(prior: BucketPrior, y: np.ndarray, seed: int, working_model: str = DEFAULT_WM) -> dict[str, Any]:
     """One default session's trajectory, until every candidate (but the CS) is within ±min(HALF_WIDTHS)."""
     config = SessionConfig(method="active_design", seed=seed, stop=StopRule(0.0).as_dict())
-    est = ActiveDesignEstimator(prior, config, score_range=(0.0, 1.0))
+    est = ActiveDesignEstimator(prior, config, score_range=(0.0, 1.0), working_model=working_model)
+    answered: list[str] = []
     N = y.size
     theta: list[float] = []
     lo_l: list[float] = []
@@ -109,6 +124,7 @@ def record(prior: BucketPrior, y: np.ndarray, seed: int) -> dict[str, Any]:
     s = ss = 0.0
     while est.n_observed < N:
         item = est.propose()[0]
+        answered.append(est.answering())  # the model whose predictions drew this item
         est.observe(item, float(y[item]))
         th = est.cs._terms[-1][0]
         theta.append(th)
@@ -130,7 +146,10 @@ def record(prior: BucketPrior, y: np.ndarray, seed: int) -> dict[str, Any]:
                     break
             if done:
                 break
-    return {"theta": theta, "lo": lo_l, "hi": hi_l, "cs": cs, "exhausted": len(theta) >= N}
+    state = est.design_state()
+    return {"theta": theta, "lo": lo_l, "hi": hi_l, "cs": cs, "exhausted": len(theta) >= N,
+            "factor_share": float(np.mean([a == "factor" for a in answered])) if answered else 0.0,
+            "prequential_brier": state.get("prequential_brier"), "factor": state.get("factor")}
 
 
 def random_orders(y: np.ndarray, seed: int) -> dict[str, Any]:
@@ -230,7 +249,8 @@ def evaluate(tr: dict[str, Any], mu: float, N: int) -> dict[str, Any]:
     return out
 
 
-def run_piece(name: str, regime: str, n_targets: int, seeds: int, split_seed: int) -> dict[str, Any]:
+def run_piece(name: str, regime: str, n_targets: int, seeds: int, split_seed: int,
+              working_model: str = DEFAULT_WM) -> dict[str, Any]:
     _, X = load(name)
     X = X[:, ~np.isnan(X).any(axis=0)]
     targets, refs = split(X, regime, n_targets, 10 ** 9, split_seed)
@@ -243,26 +263,35 @@ def run_piece(name: str, regime: str, n_targets: int, seeds: int, split_seed: in
         mu, S2 = float(y.mean()), float(y.var(ddof=1))
         runs = []
         for seed in range(seeds):
-            tr = record(prior, y, seed)
+            t1 = time.perf_counter()
+            tr = record(prior, y, seed, working_model)
             runs.append({"seed": seed, "n_recorded": len(tr["theta"]), **evaluate(tr, mu, N),
+                         "seconds": time.perf_counter() - t1, "factor_share": tr["factor_share"],
+                         "prequential_brier": tr["prequential_brier"], "factor": tr["factor"],
                          "random": random_orders(y, 1000 * seed + k)})  # the trajectory itself is not stored
         rows.append({"model": int(t), "mean": mu, "S2": S2, "runs": runs, "oracle": oracle_ess(prior, y, 0.25)})
         print(f"  {name} {regime} target {k + 1}/{len(targets)} n={runs[0]['n_recorded']} "
               f"{time.perf_counter() - t0:.0f}s", flush=True)
-    return {"dataset": name, "regime": regime, "n_items": N, "n_models": int(X.shape[0]),
+    return {"dataset": name, "regime": regime, "working_model": working_model, "n_items": N, "n_models": int(X.shape[0]),
             "n_targets": int(len(targets)), "n_references": int(len(refs)), "seeds": seeds, "targets": rows,
             "binary": bool(np.all((X == 0) | (X == 1))),
             "seconds": time.perf_counter() - t0, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores (shared), Python {platform.python_version()}"}
 
 
-def _job(args: tuple[str, str, int, int, int]) -> str:
-    name, regime, n_targets, seeds, split_seed = args
-    piece = run_piece(name, regime, n_targets, seeds, split_seed)
-    path = piece_path(STORE, name, regime)
+def _job(args: tuple[str, str, int, int, int, str]) -> str:
+    name, regime, n_targets, seeds, split_seed, working_model = args
+    piece = run_piece(name, regime, n_targets, seeds, split_seed, working_model)
+    path = piece_path(store_of(working_model), name, regime)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(piece))
     return f"{name} {regime}: {piece['seconds']:.0f}s"
+
+
+def store_of(working_model: str | None) -> Path:
+    """Where a run's pieces go: ``stop_rule/`` for the stop-rule table, ``working_model/NAME/`` with
+    ``--working-model NAME``."""
+    return STORE if working_model is None else WM_STORE / working_model
 
 
 # --------------------------------------------------------------------------- summary and rendering
@@ -385,6 +414,94 @@ def promise_table(pieces: list[dict[str, Any]], chosen: str) -> str:
     return "\n".join(rows)
 
 
+def _wm_pieces(datasets: list[str], regimes: list[str]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """(data set, regime) -> working model -> stored piece, for the pieces every working model has."""
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for d in datasets:
+        for r in regimes:
+            got = {wm: json.loads(path.read_text()) for wm in WORKING_MODELS
+                   if (path := piece_path(store_of(wm), d, r)).exists()}
+            if len(got) == len(WORKING_MODELS):
+                out[(d, r)] = got
+    return out
+
+
+def render_working_models(datasets: list[str], regimes: list[str], chosen: str) -> str:
+    """The working models side by side on the same targets and seeds: the default rule's items to each stop
+    (and / random's on the same targets), coverage at the stop, and the oracle ceiling (issue 33 item 4)."""
+    pieces = _wm_pieces(datasets, regimes)
+    cmd = "python -m bench.sessions.stop_rule_bench --compare-working-models --write docs/RESULTS.md"
+    runs = sorted({(p["n_targets"], p["seeds"]) for got in pieces.values() for p in got.values()})
+    lines = [WM_BEGIN, f"<!-- written by `{cmd}` -->",
+             "### Working models: the reference GP, the factor model and the prequential choice (issue 33 item 4)", "",
+             "Protocol: `bench/sessions/stop_rule_bench.py` (its docstring) run once per working model with "
+             "`--working-model NAME` (pieces under `bench/results/working_model/NAME/`; targets x seeds per piece: "
+             + ", ".join(f"{t} x {s}" for t, s in runs) + "), every working model on the same held-out targets, "
+             f"seeds and all references; the default's stop rule (`{chosen}`, `interval_kind: sequential`). Items = "
+             "mean over targets x seeds of the first n >= 10 with the 95% half-width <= h; ratio = items / `random`'s "
+             "on the same targets (uniform order, its own interval); cov = share of stopped intervals covering the "
+             "target's mean. `oracle` = the items this design would need with a working model fitted to the target's "
+             "own scores (one-draw ESS; the ceiling). `factor` = the logistic factor model "
+             "(`src/evalplan/core/sequential/factor_model.py`); `prequential` = before each draw, whichever of the "
+             "two had the smaller summed squared error on the items observed so far (each predicted before it was "
+             "observed); `factor share` = the share of its draws the factor model made.", ""]
+    summary: dict[str, list[tuple[float, float, str]]] = {wm: [] for wm in WORKING_MODELS}
+    covered: dict[str, list[bool]] = {wm: [] for wm in WORKING_MODELS}
+    oracle_ratios: list[float] = []
+    for h in map(str, HALF_WIDTHS):
+        lines += [f"#### ±{h} stop", "",
+                  "| data set | regime | N | refs | random items | oracle items (ratio) | "
+                  + " | ".join(f"`{wm}`: items (cov) ratio" for wm in WORKING_MODELS)
+                  + " | prequential: factor share | seconds per session (default / factor / prequential) |",
+                  "|" + "---|" * (8 + len(WORKING_MODELS))]
+        for (d, r), got in pieces.items():
+            base = got[DEFAULT_WM]
+            s0 = summarize(base)[h]
+            cells = []
+            for wm in WORKING_MODELS:
+                p = got[wm]
+                c = summarize(p)[h][chosen]
+                if c["items"] is None:
+                    cells.append(f"later than recorded ({c['reached']:.0%} reached)")
+                    continue
+                cells.append(f"{c['items']:.0f} ({c['cov']:.0%}) {c['ratio']:.2f}x")
+                summary[wm].append((c["ratio"], c["cov"], f"{d} {r} ±{h}"))
+                covered[wm] += [run["stop"][chosen][h]["covered"] for t in p["targets"] for run in t["runs"]
+                                if h in run["stop"][chosen]]
+            oracle_ratios.append(s0["oracle"] / s0["random"])
+            share = np.mean([run.get("factor_share", 0.0) for t in got["prequential"]["targets"]
+                             for run in t["runs"]])
+            secs = " / ".join(f"{np.mean([run.get('seconds', math.nan) for t in got[wm]['targets'] for run in t['runs']]):.0f}"
+                              for wm in WORKING_MODELS)
+            lines.append(f"| {d} | {r} | {base['n_items']} | {base['n_references']} | {s0['random']:.0f} | "
+                         f"{s0['oracle']:.0f} ({s0['oracle'] / s0['random']:.2f}x) | " + " | ".join(cells)
+                         + f" | {share:.0%} | {secs} |")
+        lines.append("")
+    lines += ["#### Pooled over the pieces above x both stops", "",
+              "| working model | median items / random | largest | pooled coverage at the stop | lowest cell |",
+              "|---|---|---|---|---|"]
+    for wm in WORKING_MODELS:
+        if not summary[wm]:
+            continue
+        ratios = [x for x, _, _ in summary[wm]]
+        low = min(summary[wm], key=lambda z: z[1])
+        lines.append(f"| `{wm}` | {np.median(ratios):.2f}x | {max(ratios):.2f}x | {np.mean(covered[wm]):.1%} "
+                     f"({len(covered[wm])} stops) | {low[1]:.0%} ({low[2]}) |")
+    if oracle_ratios:
+        lines.append(f"| oracle (ceiling) | {np.median(oracle_ratios):.2f}x | {max(oracle_ratios):.2f}x | - | - |")
+    lines += ["", "<!-- interpretation -->", "<!-- /interpretation -->", WM_END]
+    return "\n".join(lines)
+
+
+def write_after(path: Path, section: str, begin: str, end: str, anchor: str) -> None:
+    """``write_section``, the section placed right after the marker ``anchor`` when it is not there yet."""
+    text = path.read_text() if path.exists() else ""
+    if begin not in text and anchor in text:
+        i = text.index(anchor) + len(anchor)
+        path.write_text(text[:i] + "\n\n" + begin + "\n" + end + text[i:])
+    write_section(path, section, begin, end)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -396,9 +513,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", action="store_true", help="only render the stored pieces")
     ap.add_argument("--chosen", default="wfloor|cs<=2h", help="the default's rule (active_design, sequential)")
     ap.add_argument("--write", type=Path)
+    ap.add_argument("--working-model", choices=WORKING_MODELS, default=None,
+                    help="active_design's working_model (pieces under bench/results/working_model/NAME/)")
+    ap.add_argument("--compare-working-models", action="store_true",
+                    help="only render the stored working-model pieces side by side (the working-model section)")
     args = ap.parse_args(argv)
+    if args.compare_working_models:
+        md = render_working_models(args.datasets, args.regimes, args.chosen)
+        print(md)
+        if args.write:
+            write_after(args.write, md, WM_BEGIN, WM_END, END)
+        return 0
     if not args.render:
-        jobs = [(d, r, args.targets, args.seeds, args.split_seed) for d in args.datasets for r in args.regimes]
+        jobs = [(d, r, args.targets, args.seeds, args.split_seed, args.working_model or DEFAULT_WM)
+                for d in args.datasets for r in args.regimes]
         if args.workers > 1:
             with ProcessPoolExecutor(args.workers) as pool:
                 for msg in pool.map(_job, jobs):
@@ -406,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for j in jobs:
                 print(_job(j), flush=True)
+    if args.working_model is not None:
+        return 0  # rendered with --compare-working-models
     pieces = [json.loads(path.read_text()) for d in args.datasets for r in args.regimes
               if (path := piece_path(STORE, d, r)).exists()]
     cmd = (f"EVALPLAN_DATA_DIR={data_dir()} python -m bench.sessions.stop_rule_bench --targets {args.targets} "

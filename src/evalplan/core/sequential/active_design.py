@@ -9,7 +9,11 @@ The design (active statistical inference, Zrnic & Candes 2024; FAQ, Wu, Nair & C
   default, or ``refgp_ivr``'s, ``reference_gp``; fitted on what was
   observed before the draw only) predicts every unobserved item, ``mu_j``, and its residual spread ``sigma_j``
   (binary scores: ``sqrt(mu (1 - mu) + d_j)``, ``d_j`` the model's own uncertainty; bounded scores: the
-  GP's predictive sd capped by the bound ``(mu - lo)(hi - mu)``). The next item is drawn from the
+  GP's predictive sd capped by the bound ``(mu - lo)(hi - mu)``). ``working_model: factor`` uses instead the
+  logistic factor model of :mod:`.factor_model` (after FAQ; bounded scores only, fitted on the observed items
+  only), ``working_model: prequential`` whichever of the two has the smaller summed squared error on the items
+  observed so far, each item predicted by both before it was observed (a predictable choice: the design stays
+  valid; ``design.answered_by`` names the model the next draw uses). The next item is drawn from the
   unobserved set ``R`` with probability ``q_j = (1 - gamma) sigma_j / sum_R sigma + gamma / |R|``: a share
   proportional to the predicted spread (Neyman allocation) and a uniform floor ``gamma``.
 * Term of a draw ``t`` of item ``i`` from ``R_t`` (sequential sampling without replacement, the
@@ -55,6 +59,7 @@ from .base import ItemEstimator, one_blas_thread, paper_converged, z_of
 from .checkpoints import PreviousModel, previous_by_bucket, with_previous
 from .config import REFGP_VARIANTS, WORKING_MODEL_ALIASES, SessionConfig
 from .config import WORKING_MODELS as WORKING_MODEL_PRESETS
+from .factor_model import FactorModel, fit_factor
 from .prior import BucketPrior
 from .refgp import RefGPEstimator
 from .stopping import StopRule, sequential_half_width
@@ -79,6 +84,8 @@ STOP_RULES = {"sequential": "chow_robbins_floor_cs_guard", "anytime": "betting_c
 # the former values refgp_v3 and refgp_ivr are accepted (config.WORKING_MODEL_ALIASES)
 WORKING_MODELS = tuple(WORKING_MODEL_PRESETS)
 WORKING_MODEL = "reference_gp_evidence_mix"  # refgp_v3: shifted / unshifted means by evidence, the better predictions
+FACTOR = "factor"  # the logistic factor model (factor_model.py); needs a bounded score range
+PREQUENTIAL = "prequential"  # before each draw: whichever of WORKING_MODEL and FACTOR predicted the past items better
 SHARES = (0.25, 0.5, 1.0)  # the uniform shares the adaptive rule chooses among
 MIN_ADAPT = 10  # draws before the adaptive rule may move the share
 POINTS = ("model", "design", "compromise")
@@ -257,6 +264,14 @@ class ActiveDesignEstimator(ItemEstimator):
         self.adaptive_share = bool(adaptive_share)
         self.model = RefGPEstimator(prior, dataclasses.replace(inner, method=preset),
                                     **{**REFGP_VARIANTS[preset], "variance": "model"})
+        # factor / prequential: the factor model beside the reference GP (without bounds the GP answers alone)
+        self.factor: FactorModel | None = None
+        if working_model in (FACTOR, PREQUENTIAL) and self.bounded:
+            self.factor = FactorModel(fit_factor(prior, (self.lo, self.hi)), prior.n_buckets, (self.lo, self.hi))
+        # prequential: each candidate's summed squared error on the observed items, each predicted before it was
+        # observed (from the items observed before it only: the choice is predictable)
+        self.prequential_error = {WORKING_MODEL: 0.0, FACTOR: 0.0}
+        self.n_prequential = 0
         self._adapt: list[tuple[float, float, float, float]] = []  # per term: e^2, q, active share a, 1/|R|
         self.level = float(config.level)
         self.cs = (DesignCS(self.level, self.lo, self.hi, equal_weights=equal_weights) if self.bounded
@@ -278,7 +293,7 @@ class ActiveDesignEstimator(ItemEstimator):
         self._cached: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.extrapolation = False
         self.last_probability: float | None = None
-        self.model_estimate = self.model.estimate
+        self.model_estimate = float(self.model.estimate)
         self.design_estimate: float | None = None
         self._set_estimate()
 
@@ -292,7 +307,11 @@ class ActiveDesignEstimator(ItemEstimator):
                 "uniform_share": self.uniform_share,
                 "extrapolation": self.extrapolation, "n_design_terms": self.cs.t,
                 "model_estimate": self.model_estimate, "design_estimate": self.design_estimate,
-                "point": self.point, "working_model": self.working_model,
+                "point": self.point, "working_model": self.working_model, "answered_by": self.answering(),
+                **({} if self.factor is None else {"factor": self.factor.state}),
+                **({} if self.working_model != PREQUENTIAL else {"prequential_brier": {
+                    k: v / max(self.n_prequential, 1) for k, v in self.prequential_error.items()},
+                    "n_prequential": self.n_prequential}),
                 **({} if self.previous_model is None else {"previous_model": self.previous_state()})}
 
     def previous_state(self) -> dict[str, Any]:
@@ -366,11 +385,28 @@ class ActiveDesignEstimator(ItemEstimator):
             sig[has] = np.sqrt(np.maximum(var, 1e-12))
         return mu, sig, gp, own
 
-    def _reference_predictions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per bucket: the reference model's prediction (in the score range) and predicted residual spread."""
+    def answering(self) -> str:
+        """The working model whose predictions the next draw uses: ``working_model`` itself, or for
+        ``prequential`` the candidate with the smaller summed squared one-step-ahead error so far (ties: the
+        reference GP); the reference GP where the factor model is not run (no bounded score range)."""
+        if self.factor is None:
+            return self.working_model if self.working_model not in (FACTOR, PREQUENTIAL) else WORKING_MODEL
+        if self.working_model == FACTOR:
+            return FACTOR
+        e = self.prequential_error
+        return FACTOR if e[FACTOR] < e[WORKING_MODEL] else WORKING_MODEL
+
+    def _working_predictions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per bucket: the answering model's prediction, its uncertainty ``d`` and residual variance ``nu``."""
         m = self.model
-        mu = m.predicted_means()
-        d = np.maximum(m._d, 0.0)
+        if self.factor is not None and self.answering() == FACTOR:
+            return self.factor.predict()
+        return m.predicted_means(), np.maximum(m._d, 0.0), m._nu
+
+    def _reference_predictions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per bucket: the working model's prediction (in the score range) and predicted residual spread."""
+        mu, d, nu = self._working_predictions()
+        d = np.maximum(d, 0.0)
         if self.bounded:
             mu = np.clip(mu, self.lo, self.hi)
         if self.binary:
@@ -379,9 +415,9 @@ class ActiveDesignEstimator(ItemEstimator):
         elif self.bounded:
             span = (self.hi - self.lo) * BINARY_CLIP
             p = np.clip(mu, self.lo + span, self.hi - span)
-            var = np.minimum(d + m._nu, (p - self.lo) * (self.hi - p)) + d
+            var = np.minimum(d + nu, (p - self.lo) * (self.hi - p)) + d
         else:
-            var = d + m._nu
+            var = d + nu
         return mu, np.sqrt(np.maximum(var, 1e-12))
 
     def _draw_batch(self, k: int) -> None:
@@ -446,6 +482,16 @@ class ActiveDesignEstimator(ItemEstimator):
         self._score_of[item] = score
         drawn = self._draws[index] if index is not None else None
         self._add_previous(item, score, drawn)
+        if self.factor is not None:
+            b = int(self.prior.bucket_of_item[item])
+            if self.working_model == PREQUENTIAL:  # both predict the item before either sees it
+                ref = float(self.model.predicted_means(np.array([b]))[0])
+                if self.bounded:
+                    ref = min(max(ref, self.lo), self.hi)
+                self.prequential_error[WORKING_MODEL] += (score - ref) ** 2
+                self.prequential_error[FACTOR] += (score - self.factor.predict_bucket(b)) ** 2
+                self.n_prequential += 1
+            self.factor.observe(b, score)
         self.model.observe(item, score)
         self._finalize()
 
@@ -522,6 +568,9 @@ class ActiveDesignEstimator(ItemEstimator):
         # the reference GP's estimate (it carries the checkpoints in its features); with use_previous the blended
         # predictions' sum was measured no better as a point estimate (docs/RESULTS.md "Checkpoint series")
         self.model_estimate = float(self.model.estimate)
+        if self.factor is not None and self.answering() == FACTOR:  # the factor model's sum of the remainder
+            w = self.model._w
+            self.model_estimate = float((self._sum_s + float(w @ self.factor.predict()[0])) / max(self.n_items, 1))
         self.design_estimate = self.cs.mean()
         lo, hi = self.interval(self.level)
         raw = self.model_estimate

@@ -72,8 +72,12 @@ assert set(METHODS) == set(PUBLIC_METHODS) | set(FORMER_NAMES) and len(METHODS) 
 INTERVAL_KINDS = ("sequential", "anytime", "fixed_n")  # active_design.INTERVAL_KINDS; sequential the default
 HYPERPARAMETER_KEYS = ("alpha", "beta", "sigma2")
 #: ``active_design``'s working models: readable name -> the refgp preset it runs (with variance="model")
-WORKING_MODELS: dict[str, str] = {"reference_gp_evidence_mix": "refgp_v3", "reference_gp": "refgp_ivr"}
-WORKING_MODEL_ALIASES = {preset: name for name, preset in WORKING_MODELS.items()}  # the former values
+#: (``factor``: the logistic factor model, factor_model.py; ``prequential``: before each draw, whichever of
+#: reference_gp_evidence_mix and factor predicted the items observed so far better, each before it was observed;
+#: both run the reference GP of refgp_v3 alongside, which the design uses without bounds)
+WORKING_MODELS: dict[str, str] = {"reference_gp_evidence_mix": "refgp_v3", "reference_gp": "refgp_ivr",
+                                  "factor": "refgp_v3", "prequential": "refgp_v3"}
+WORKING_MODEL_ALIASES = {"refgp_v3": "reference_gp_evidence_mix", "refgp_ivr": "reference_gp"}  # the former values
 
 
 # --------------------------------------------------------------------------- typed method_params
@@ -116,12 +120,14 @@ class ActiveDesignParams(MethodParams):
                                                            "in (0, 1].")
     extrapolation_share: Share = Field(default=0.6, description="gamma once the terms say the target is outside "
                                                                 "the references, in [uniform_share, 1].")
-    working_model: Literal["reference_gp_evidence_mix", "reference_gp"] = Field(
+    working_model: Literal["reference_gp_evidence_mix", "reference_gp", "factor", "prequential"] = Field(
         default="reference_gp_evidence_mix",
         description="The model whose predictions the design corrects: reference_gp_evidence_mix (the reference-"
                     "score GP whose prior mean mixes the references' mean and a logit shift by evidence, 64 "
-                    "directions) or reference_gp (the references' mean, 16 directions). Former values refgp_v3 "
-                    "and refgp_ivr are accepted.")
+                    "directions), reference_gp (the references' mean, 16 directions), factor (a logistic factor "
+                    "model of the references' scores, the target's factor from its observed items, after FAQ) or "
+                    "prequential (before each draw, whichever of reference_gp_evidence_mix and factor predicted the "
+                    "items observed so far better). Former values refgp_v3 and refgp_ivr are accepted.")
     point: Literal["model", "design", "compromise"] = Field(
         default="model", description="The point estimate: the model's, the design's, or their compromise.")
     adaptive_share: StrictBool = Field(default=True, description="Let the uniform share adapt to the observed "
