@@ -16,7 +16,9 @@ from evalplan.core.irt.irt import (
     estimate_theta,
     fit_multidim_2pl,
     gp_irt_lambda,
+    irt_anchors,
     irt_predictor_for,
+    merge_repeated_anchors,
     mirt_item_curve,
     select_dimension,
 )
@@ -144,6 +146,54 @@ def test_p_irt_and_gp_irt_formulas(data):
     # the whole benchmark observed: p-IRT is the observed mean
     full = IRTPredictor(lam=0.0).fit(Y, np.arange(200), item_params=(sel.a_, sel.b_))
     assert full.predict(Yt[:2]).p_irt == pytest.approx(Yt[:2].mean(axis=1))
+
+
+def test_merge_repeated_anchors():
+    items, weights, listing = merge_repeated_anchors([5, 3, 5, 7], [0.1, 0.2, 0.3, 0.4])
+    assert items.tolist() == [5, 3, 7] and weights == pytest.approx([0.4, 0.2, 0.4])
+    assert listing.tolist() == [0, 1, 0, 2] and items[listing].tolist() == [5, 3, 5, 7]
+    items, weights, listing = merge_repeated_anchors([4, 1, 2], [0.5, 0.25, 0.25])
+    assert items.tolist() == [4, 1, 2] and listing.tolist() == [0, 1, 2]
+
+
+def test_their_anchor_rule(data):
+    """distinct_anchors=False is anchor_points.ipynb's argmin (an item may serve two centroids);
+    the default keeps the coreset distinct; both give one listing entry per centroid."""
+    from sklearn.metrics.pairwise import pairwise_distances
+
+    _, _, Y, _ = data
+    sel = IRTSelection(k=20, dim=1, epochs=EPOCHS).fit(Y)
+    assert sel.listing_.tolist() == list(range(20))
+    listed, w, km = irt_anchors(sel.a_, sel.b_, 20, 42, distinct=False)
+    X = np.column_stack([sel.a_, sel.b_])
+    assert listed.tolist() == pairwise_distances(km.cluster_centers_, X).argmin(axis=1).tolist()
+    theirs = IRTSelection(k=20, dim=1, epochs=EPOCHS, distinct_anchors=False).fit(Y)
+    assert theirs.ranking_[theirs.listing_].tolist() == listed.tolist()
+    assert theirs.weights_.sum() == pytest.approx(1.0) and theirs.listing_.size == 20
+
+
+def test_predictor_counts_a_listed_item_once_per_listing(data):
+    """Their estimates on an anchor list with a repeated item (estimating_performance.ipynb on
+    ``Y_test[:, anchor_points]``): the item enters the ability likelihood and the p-IRT mean twice and
+    p-IRT's n is the list's length, lambda's too; the anchor estimate sums its clusters' weights."""
+    _, _, Y, Yt = data
+    sel = IRTSelection(k=20, dim=1, epochs=EPOCHS).fit(Y)
+    a, b = sel.a_, sel.b_
+    items, w = np.array([10, 20, 30]), np.array([0.5, 0.2, 0.3])
+    listing = np.array([0, 1, 0, 2])
+    pred = IRTPredictor().fit(Y, items, w, item_params=(a, b), bias=sel.bias_, listing=listing)
+    assert pred.lam_ == pytest.approx(gp_irt_lambda(sel.bias_, Y, 4))
+    est = pred.predict(Yt[:3][:, items])
+    L = items[listing]
+    unseen = np.setdiff1d(np.arange(200), items)
+    for j in range(3):
+        th = estimate_theta(Yt[j, L], a[L], b[L])
+        P = mirt_item_curve(th[None, :], a, b)[0]
+        p_irt = 4 / 200 * Yt[j, L].mean() + (1 - 4 / 200) * P[unseen].mean()
+        assert est.p_irt[j] == pytest.approx(p_irt)
+        assert est.gp_irt[j] == pytest.approx(pred.lam_ * Yt[j, items] @ w + (1 - pred.lam_) * p_irt)
+    with pytest.raises(ValueError, match="listing"):
+        IRTPredictor(lam=0.5).fit(Y, items, item_params=(a, b), listing=[0, 0, 1])
 
 
 def test_irt_predictor_for_any_selector(data):

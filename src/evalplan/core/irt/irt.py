@@ -33,9 +33,15 @@ The pipeline (``Y`` the references x items matrix, scores in [0, 1]):
    across items (``training_irt.ipynb``, ``get_lambda``).
 
 Two deliberate departures, both documented in docs/DECISIONS.md "tinyBenchmarks IRT": the anchors
-are made distinct (their ``argmin`` may pick one item for two centroids; a coreset is a set, so a
+are made distinct by default (their ``argmin`` may pick one item for two centroids; a coreset is a set, so a
 taken item yields to the next nearest free one, :func:`nearest_distinct_items`), and torch is
-imported only inside :func:`fit_multidim_2pl` (the API process never fits).
+imported only inside :func:`fit_multidim_2pl` (the API process never fits). ``distinct_anchors=False``
+(:class:`IRTSelection`) keeps their rule instead: the notebook's ``argmin``, an item picked by ``c``
+centroids is one coreset item with the ``c`` clusters' weights summed, and :class:`IRTPredictor`
+(``listing``: their anchor list as positions in the coreset) counts it ``c`` times in their list's order,
+as their ``Y_test[:, anchor_points]`` does (in the ability likelihood, the anchor mean and p-IRT's
+``n/N``, with ``n`` = the number of centroids); issue 35 item 2 found the two rules 0.35 points apart on
+one split (docs/RESULTS.md, tinyBenchmarks side by side).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from cachetools import LRUCache
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
+from sklearn.metrics.pairwise import pairwise_distances
 
 from evalplan.core.coresets.intervals import cross_fitted_errors
 from evalplan.core.selection.baselines import nearest_distinct_items
@@ -73,6 +80,7 @@ __all__ = [
     "fit_multidim_2pl",
     "gp_irt_lambda",
     "irt_predictor_for",
+    "merge_repeated_anchors",
     "mirt_item_curve",
     "select_dimension",
 ]
@@ -371,7 +379,15 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
 
     Fitted: ``ranking_`` (k items, in cluster order), ``weights_`` (sum 1), ``gains_`` (NaN), ``a_``,
     ``b_``, ``theta_`` (the IRT fit on all references), ``dim_``, ``dim_errors_`` ({D: validation
-    error}), ``bias_`` (the chosen D's validation error, gp-IRT's ``b_hat``), ``threshold_``.
+    error}), ``bias_`` (the chosen D's validation error, gp-IRT's ``b_hat``), ``threshold_``, ``listing_``
+    (tinyBenchmarks' anchor list, one entry per centroid, as positions in ``ranking_``: ``arange(k)``
+    unless ``distinct_anchors=False`` let two centroids pick one item).
+
+    ``distinct_anchors`` (default True, our departure): a centroid whose nearest item is taken gets the
+    next nearest free one, so the coreset has ``k`` items; False is tinyBenchmarks' own rule
+    (``anchor_points.ipynb``: ``pairwise_distances(centers, X).argmin(axis=1)``, paper §3, anchor points
+    as the examples closest to the centroids of the IRT-representation clusters), which may give fewer
+    than ``k`` distinct items, each counted once per centroid (pass ``listing_`` to :class:`IRTPredictor`).
     """
 
     ranking_: np.ndarray
@@ -382,12 +398,13 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
     bias_: float
 
     def __init__(self, k: int, seed: int = SEED, dim: int | None = None, epochs: int = EPOCHS,
-                 lr: float = LR) -> None:
+                 lr: float = LR, distinct_anchors: bool = True) -> None:
         self.k = k
         self.seed = seed
         self.dim = dim
         self.epochs = epochs
         self.lr = lr
+        self.distinct_anchors = distinct_anchors
 
     def fit(self, Y_ref: Any, y: Any = None) -> IRTSelection:
         Y = _check_responses(Y_ref)
@@ -402,22 +419,41 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
         fit = fit_multidim_2pl(Yb, self.dim_, epochs=self.epochs, lr=self.lr, seed=seed)
         self.a_, self.b_, self.theta_ = fit.a, fit.b, fit.theta
         k = int(self.k)
-        self.ranking_, self.weights_, km = irt_anchors(fit.a, fit.b, k, seed)
-        self.gains_ = np.full(k, np.nan)
+        anchors, weights, km = irt_anchors(fit.a, fit.b, k, seed, distinct=bool(self.distinct_anchors))
+        self.ranking_, self.weights_, self.listing_ = merge_repeated_anchors(anchors, weights)
+        self.gains_ = np.full(self.ranking_.size, np.nan)
         self.cluster_centers_ = km.cluster_centers_
         self.labels_ = km.labels_
         return self
 
 
-def irt_anchors(a: np.ndarray, b: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, Any]:
+def irt_anchors(a: np.ndarray, b: np.ndarray, k: int, seed: int, distinct: bool = True
+                ) -> tuple[np.ndarray, np.ndarray, Any]:
     """tinyBenchmarks' anchor points of an IRT model: ``KMeans(k, n_init="auto", random_state=seed)`` on
-    ``[a_i, b_i]``, per cluster the nearest item (distinct); weights = cluster sizes / N. Returns
-    ``(ranking, weights, the fitted KMeans)``."""
+    ``[a_i, b_i]``, per cluster the nearest item (``distinct``: a taken item yields to the next nearest
+    free one; else the notebook's ``argmin``, which may repeat an item); weights = cluster sizes / N.
+    Returns ``(k anchors in cluster order, k weights, the fitted KMeans)``."""
     X = np.column_stack([a, b])
     n = X.shape[0]
     km = KMeans(n_clusters=k, n_init="auto", random_state=seed).fit(X, sample_weight=np.full(n, 1.0 / n))
     weights = np.bincount(km.labels_, minlength=k).astype(np.float64) / n
-    return nearest_distinct_items(km.cluster_centers_, X), weights, km
+    if distinct:
+        return nearest_distinct_items(km.cluster_centers_, X), weights, km
+    nearest = pairwise_distances(km.cluster_centers_, X, metric="euclidean").argmin(axis=1)
+    return np.asarray(nearest, dtype=np.int64), weights, km
+
+
+def merge_repeated_anchors(anchors: Any, weights: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(items, weights, listing)``: the distinct items of ``anchors`` in first-seen order, each with the
+    summed weight of its centroids, and ``listing`` with ``items[listing] == anchors`` (``arange(k)`` when
+    the anchors are distinct)."""
+    anchors = np.asarray(anchors, dtype=np.int64).ravel()
+    items, first, inverse = np.unique(anchors, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    merged = np.bincount(inverse, weights=np.asarray(weights, dtype=np.float64).ravel(), minlength=items.size)
+    return items[order], merged[order], rank[inverse].astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,11 +469,16 @@ class IRTEstimates(NamedTuple):
 class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships no type stubs
     """p-IRT and gp-IRT (tinyBenchmarks ``estimating_performance.ipynb``) from coreset scores.
 
-    ``fit(Y_ref, selected, weights=None, item_params=None, bias=None)``: ``Y_ref`` the references'
-    scores (m x N), ``selected`` the coreset's item indices, ``weights`` the anchor weights (default
-    uniform, normalised to sum 1), ``item_params`` ``(a, b)`` of an IRT model fitted on ``Y_ref`` (else
-    :class:`IRTSelection`'s pipeline fits one), ``bias`` its validation error ``b_hat`` (needed with
-    ``item_params`` unless ``lam`` is fixed). ``lam_`` is gp-IRT's weight of the anchor estimate.
+    ``fit(Y_ref, selected, weights=None, item_params=None, bias=None, listing=None)``: ``Y_ref`` the
+    references' scores (m x N), ``selected`` the coreset's item indices, ``weights`` the anchor weights
+    (default uniform, normalised to sum 1), ``item_params`` ``(a, b)`` of an IRT model fitted on ``Y_ref``
+    (else :class:`IRTSelection`'s pipeline fits one), ``bias`` its validation error ``b_hat`` (needed with
+    ``item_params`` unless ``lam`` is fixed), ``listing`` tinyBenchmarks' anchor list as positions in
+    ``selected`` (default each selected item once, in order; :class:`IRTSelection`'s ``listing_`` under
+    ``distinct_anchors=False``: their list repeats an item picked by several centroids and their estimates
+    use that list, so the item enters the ability likelihood and the anchor mean once per listing, in
+    their order, and p-IRT's ``n`` is the list's length). ``lam_`` is gp-IRT's weight of the anchor
+    estimate (``n`` = the list's length).
 
     ``predict(y_S)`` (``(n,)`` or ``(t, n)``, coreset order) returns ``IRTEstimates(p_irt, gp_irt)``
     and sets ``theta_``, ``item_probabilities_`` (``(t, N)``) and ``weighted_`` (the anchor estimate).
@@ -452,7 +493,8 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
         self.seed = seed
 
     def fit(self, Y_ref: Any, selected: Any, weights: Any = None,
-            item_params: tuple[np.ndarray, ...] | None = None, bias: float | None = None) -> IRTPredictor:
+            item_params: tuple[np.ndarray, ...] | None = None, bias: float | None = None,
+            listing: Any = None) -> IRTPredictor:
         Y = _check_responses(Y_ref)
         N = Y.shape[1]
         sel = np.asarray(selected, dtype=np.int64).ravel()
@@ -466,6 +508,9 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
             if w.shape != (n,) or np.any(w < 0) or not np.isfinite(w).all() or w.sum() <= 0:
                 raise ValueError("weights must be non-negative, finite, one per selected item")
             w = w / w.sum()
+        lst = np.arange(n) if listing is None else np.asarray(listing).ravel()
+        if not np.issubdtype(lst.dtype, np.integer) or np.unique(lst).size != n or lst.min() < 0 or lst.max() >= n:
+            raise ValueError("listing must be positions in selected, each at least once")
         if item_params is None:
             pipe = IRTSelection(k=1, seed=self.seed, dim=self.dim, epochs=self.epochs, lr=self.lr).fit(Y)
             a, b, bias = pipe.a_, pipe.b_, pipe.bias_
@@ -475,7 +520,7 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
             if b.shape != (N,):
                 raise ValueError("item_params must be (a (N x D), b (N,)) for the N items of Y_ref")
         self.a_, self.b_ = a, b
-        self.selected_, self.weights_, self.n_items_ = sel, w, N
+        self.selected_, self.weights_, self.n_items_, self.listing_ = sel, w, N, lst.astype(np.int64)
         if self.lam is not None:
             if not 0.0 <= float(self.lam) <= 1.0:
                 raise ValueError(f"lam must be in [0, 1], got {self.lam!r}")
@@ -484,7 +529,7 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
             if bias is None or not np.isfinite(bias):
                 raise ValueError("bias (the IRT model's validation error) is needed to set gp-IRT's lambda")
             self.bias_ = float(bias)
-            self.lam_ = gp_irt_lambda(self.bias_, Y, n)
+            self.lam_ = gp_irt_lambda(self.bias_, Y, int(lst.size))
         return self
 
     def predict(self, y_S: Any) -> IRTEstimates:
@@ -499,12 +544,15 @@ class IRTPredictor(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
         if not np.isfinite(yS).all() or np.any((yS < 0) | (yS > 1)):
             raise ValueError("y_S must hold finite scores in [0, 1]")
         sel, N = self.selected_, self.n_items_
-        thetas = np.array([estimate_theta(row, self.a_[sel], self.b_[sel]) for row in yS])
+        listed = getattr(self, "listing_", np.arange(n))  # their anchor list
+        y_list, s_list = yS[:, listed], sel[listed]
+        thetas = np.array([estimate_theta(row, self.a_[s_list], self.b_[s_list]) for row in y_list])
         P = mirt_item_curve(thetas, self.a_, self.b_)
         unseen = np.ones(N, dtype=bool)
         unseen[sel] = False
-        data_part = yS.mean(axis=1)
-        p_irt = data_part if n >= N else (n / N) * data_part + (1.0 - n / N) * P[:, unseen].mean(axis=1)
+        data_part = y_list.mean(axis=1)
+        m = listed.size  # their Y_anchor.shape[1]: the centroids
+        p_irt = data_part if n >= N else (m / N) * data_part + (1.0 - m / N) * P[:, unseen].mean(axis=1)
         weighted = yS @ self.weights_
         gp = self.lam_ * weighted + (1.0 - self.lam_) * p_irt
         self.theta_, self.item_probabilities_, self.weighted_ = thetas, P, weighted
@@ -519,8 +567,11 @@ def irt_predictor_for(Y_ref: Any, selected: Any, weights: Any = None, selector: 
     cache makes it once per reference matrix). ``params`` are :class:`IRTSelection`'s ``dim``,
     ``epochs``, ``lr``."""
     if isinstance(selector, IRTSelection):
+        listing = getattr(selector, "listing_", None)
+        same = listing is not None and np.array_equal(np.asarray(selected).ravel(), selector.ranking_)
         return IRTPredictor(seed=seed).fit(Y_ref, selected, weights=weights,
-                                           item_params=(selector.a_, selector.b_), bias=selector.bias_)
+                                           item_params=(selector.a_, selector.b_), bias=selector.bias_,
+                                           listing=listing if same else None)
     pipe = IRTSelection(k=1, seed=seed, **params).fit(Y_ref)
     return IRTPredictor(seed=seed).fit(Y_ref, selected, weights=weights, item_params=(pipe.a_, pipe.b_),
                                        bias=pipe.bias_)
