@@ -68,11 +68,22 @@ def piece(name: str, half_width: float, n_targets: int, n_held_out: int, level: 
     return {"data": name, "half_width": half_width, "n_items": N, "n_models": M, "targets": n_targets,
             "held_out": n_held_out, "planned_items": interp["items"], "planned_random_items": interp["random"]["items"],
             "planned_vs_random": interp["vs_random"], "planned_best_items": plan["best_models"]["items"],
+            "planned_items_upper": interp["items_upper"], "planned_per_target": [r["items"] for r in interp["runs"]],
             "planned_coverage": interp["coverage_at_stop"], "plan_seconds": plan_seconds,
             "realised_items": ours, "realised_random_items": theirs, "realised_vs_random": ours / theirs,
             "realised_coverage": float(np.mean([r["covered"] for r in truth[DEFAULT_METHOD]])),
             "realised_random_coverage": float(np.mean([r["covered"] for r in truth[BASELINE]])),
             "truth": truth}
+
+
+def upper(row: dict) -> str:
+    return "n/a" if row.get("planned_items_upper") is None else f"{row['planned_items_upper']:.0f}"
+
+
+def under(row: dict) -> str:
+    if row.get("planned_items_upper") is None:
+        return "n/a"
+    return "yes" if row["realised_items"] <= row["planned_items_upper"] else "no"
 
 
 def render(rows: list[dict]) -> str:
@@ -83,21 +94,25 @@ def render(rows: list[dict]) -> str:
             "block (held-out references replayed as the default session and `random`, random models) computed "
             "without the held-out models; `realised` = those models run as sessions with every other model as a "
             "reference. Items are means to the first n >= 10 with the 95% half-width <= h.\n\n"
-            "| data set | N | h | planner targets / held-out models | planned items (random) | realised items "
-            "(random) | realised / planned | planned vs random | realised vs random | realised coverage: default "
-            "/ random | planner seconds |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "`planned upper` = the plan's `items_upper` (one-sided 90% Student-t bound of the mean over its targets).\n\n"
+            "| data set | N | h | planner targets / held-out models | planned items (random) | planned upper | realised "
+            "items (random) | realised / planned | realised <= upper | planned vs random | realised vs random | "
+            "realised coverage: default / random | planner seconds |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in sorted(rows, key=lambda r: (-r["half_width"], DATASETS.index(r["data"]) if r["data"] in DATASETS
                                          else 99)):
         lines.append(
             f"| {r['data']} | {r['n_items']} | ±{r['half_width']:g} | {r['targets']} / {r['held_out']} | "
-            f"{r['planned_items']:.0f} ({r['planned_random_items']:.0f}) | {r['realised_items']:.0f} "
-            f"({r['realised_random_items']:.0f}) | {r['realised_items'] / r['planned_items']:.2f} | "
+            f"{r['planned_items']:.0f} ({r['planned_random_items']:.0f}) | {upper(r)} | {r['realised_items']:.0f} "
+            f"({r['realised_random_items']:.0f}) | {r['realised_items'] / r['planned_items']:.2f} | {under(r)} | "
             f"{r['planned_vs_random']:.2f}x | {r['realised_vs_random']:.2f}x | {r['realised_coverage']:.0%} / "
             f"{r['realised_random_coverage']:.0%} | {r['plan_seconds']:.0f} |")
     ratios = [r["realised_items"] / r["planned_items"] for r in rows]
+    bounded = [r for r in rows if r.get("planned_items_upper") is not None]
+    held = sum(r["realised_items"] <= r["planned_items_upper"] for r in bounded)
     foot = (f"\n\nOver {len(rows)} pieces: realised / planned items {min(ratios):.2f}-{max(ratios):.2f} (median "
-            f"{float(np.median(ratios)):.2f}).\n" if rows else "\n")
+            f"{float(np.median(ratios)):.2f}); the realised mean at or under the planned upper bound in {held} of "
+            f"{len(bounded)} pieces that report one.\n" if rows else "\n")
     return START + "\n" + head + "\n".join(lines) + foot + "\n" + INTERPRETATION[0] + "\n" + INTERPRETATION[1] + \
         "\n" + END
 

@@ -155,8 +155,8 @@ def test_plan_page_shows_the_budget_curves_the_chosen_point_and_the_savings(site
     first = rows.nth(0).locator("td").all_inner_texts()
     random_models = session["regimes"]["random_models"]
     assert first[:3] == ["quiz", "random", str(random_models["targets"])], first
-    assert first[3] == f"{random_models['items']:.0f}" and first[4] == "60", first
-    assert first[6] == f"{random_models['vs_random']:.2f}x", first
+    assert first[3] == f"{random_models['items']:.0f}" and first[4] == f"{random_models['items_upper']:.0f}", first
+    assert first[5] == "60" and first[7] == f"{random_models['vs_random']:.2f}x", first
     assert tab.page.evaluate("() => { const w = document.querySelectorAll('.table-wrap')[1];"
                              " return w.scrollWidth <= w.clientWidth; }"), "the session table is clipped at 1280 px"
     tab.check_accessibility()

@@ -88,14 +88,16 @@ def plan_command(args: argparse.Namespace) -> int:
     if args.session_targets:
         print("\nA session instead (held-out models replayed as the default session and random, mean items to "
               "the stop):\n")
-        print("| benchmark | held-out models | targets | session items | random items | vs random | covered |")
-        print("|---|---|---|---|---|---|---|")
+        print("| benchmark | held-out models | targets | session items | 90% upper | random items | vs random | "
+              "covered |")
+        print("|---|---|---|---|---|---|---|---|")
         for path, p in plans.items():
             for key, label in (("random_models", "random"), ("best_models", "the best")):
                 r = p["session"]["regimes"][key]
                 if "skipped" in r:
-                    print(f"| {path} | {label} | - | not measured: {r['skipped']} | | | |")
+                    print(f"| {path} | {label} | - | not measured: {r['skipped']} | | | | |")
                     continue
-                print(f"| {path} | {label} | {r['targets']} | {r['items']:.0f} of {p['n_items']} | "
+                upper = "n/a" if r["items_upper"] is None else f"{r['items_upper']:.0f}"
+                print(f"| {path} | {label} | {r['targets']} | {r['items']:.0f} of {p['n_items']} | {upper} | "
                       f"{r['random']['items']:.0f} | {r['vs_random']:.2f}x | {r['coverage_at_stop']:.0%} |")
     return 0

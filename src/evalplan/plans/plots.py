@@ -84,7 +84,8 @@ def session_rows(job: Job) -> list[dict[str, Any]]:
             regime = (block.get("regimes") or {}).get(key) or {}
             rows.append({"benchmark": name, "method": block.get("method"), "regime": label,
                          "skipped": regime.get("skipped"), "targets": regime.get("targets"),
-                         "items": regime.get("items"), "n_items": block.get("n_items"),
+                         "items": regime.get("items"), "items_upper": regime.get("items_upper"),
+                         "n_items": block.get("n_items"),
                          "random_items": (regime.get("random") or {}).get("items"),
                          "vs_random": regime.get("vs_random"), "coverage": regime.get("coverage_at_stop")})
     return rows

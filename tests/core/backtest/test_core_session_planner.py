@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalplan.core.backtest.session_planner import plan_session, run_session, suite_session_items
+from evalplan.core.backtest.session_planner import plan_session, run_session, suite_session_items, upper_mean
 from evalplan.core.sequential.prior import BucketPrior
 from evalplan.core.sequential.stopping import StopRule
 from support.helpers import two_pl as generated_two_pl
@@ -42,7 +42,15 @@ def test_both_regimes_against_random() -> None:
         assert regime["random"]["items"] == pytest.approx(np.mean([r["items"] for r in regime["random_runs"]]))
         assert regime["vs_random"] == pytest.approx(regime["items"] / regime["random"]["items"])
         assert regime["share"] == pytest.approx(regime["items"] / 160)
+        items = [r["items"] for r in regime["runs"]]
+        assert regime["items_range"] == [min(items), max(items)]
+        # the one-sided 90% Student-t bound of the mean over the 3 targets (t_0.9,2 = 1.8856)
+        bound = np.mean(items) + 1.8856180831641267 * np.std(items, ddof=1) / np.sqrt(3)
+        assert regime["items_upper"] == pytest.approx(min(bound, 160))
+        assert regime["items_upper"] >= regime["items"] and regime["share_upper"] == regime["items_upper"] / 160
     assert plan["items"] == interp["items"] and plan["best_models"]["items"] == extra["items"]
+    assert plan["items_upper"] == interp["items_upper"]
+    assert plan["best_models"]["items_upper"] == extra["items_upper"]
     # deterministic: the same request answers the same plan
     again = plan_session(Y, 0.06, 0.95, n_targets=3)
     assert [r["items"] for r in again["regimes"]["best_models"]["runs"]] == [r["items"] for r in extra["runs"]]
@@ -71,6 +79,7 @@ def test_continuous_scores_and_suite_total() -> None:
     assert total["n_items"] == 130
     assert total["items"] == pytest.approx(plan["items"] + other["items"])
     assert total["best_models_items"] == pytest.approx(plan["best_models"]["items"] + other["best_models"]["items"])
+    assert total["items_upper"] == pytest.approx(plan["items_upper"] + other["items_upper"])
 
 
 def test_too_few_references_and_the_time_allowance() -> None:
@@ -101,3 +110,10 @@ def test_every_item_observed_covers_despite_round_off() -> None:
     for regime in plan["regimes"].values():
         for r in regime["runs"] + regime["random_runs"]:
             assert r["items"] == 120 and not r["reached"] and r["covered"]
+
+
+def test_upper_bound_of_the_mean() -> None:
+    assert upper_mean([100.0], 500) is None
+    assert upper_mean([100.0, 100.0, 100.0], 500) == pytest.approx(100.0)
+    assert upper_mean([100.0, 300.0], 900) == pytest.approx(200.0 + 3.077683537175253 * 141.4213562373095 / np.sqrt(2))
+    assert upper_mean([100.0, 300.0], 250) == 250.0  # never above every item

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from evalplan.core.sequential.config import SessionConfig
 from evalplan.core.sequential.methods import DEFAULT_METHOD, make_estimator
@@ -41,6 +42,7 @@ SESSION_TARGETS = 4  # held-out references per regime (the request's session_tar
 MAX_SESSION_TARGETS = 40
 REGIMES = {"random_models": "interpolation", "best_models": "extrapolation"}
 BASELINE = "random"
+UPPER_LEVEL = 0.9  # the one-sided level of ``items_upper`` (the mean over a handful of targets is noisy)
 
 
 def run_session(prior: BucketPrior, scores: np.ndarray, method: str, rule: StopRule,
@@ -69,10 +71,22 @@ def holds(lo: float, hi: float, truth: float) -> bool:
     return lo - tol <= truth <= hi + tol
 
 
+def upper_mean(values: Sequence[float], n_max: int, level: float = UPPER_LEVEL) -> float | None:
+    """One-sided ``level`` upper confidence bound of the mean of ``values`` (Student t; at most ``n_max``), None
+    with fewer than two values: the planned items a new model's session stays under more often than the mean."""
+    if len(values) < 2:
+        return None
+    sd = float(np.std(values, ddof=1))
+    bound = float(np.mean(values)) + float(student_t.ppf(level, len(values) - 1)) * sd / math.sqrt(len(values))
+    return min(bound, float(n_max))
+
+
 def _summary(runs: list[dict[str, Any]], n_items: int) -> dict[str, Any]:
     items = [r["items"] for r in runs]
+    upper = upper_mean(items, n_items)
     return {"items": float(np.mean(items)), "median_items": float(np.median(items)),
-            "share": float(np.mean(items)) / n_items,
+            "items_range": [float(min(items)), float(max(items))], "items_upper": upper,
+            "share": float(np.mean(items)) / n_items, "share_upper": None if upper is None else upper / n_items,
             "reached": float(np.mean([r["reached"] for r in runs])),
             "coverage_at_stop": float(np.mean([r["covered"] for r in runs]))}
 
@@ -85,10 +99,12 @@ def plan_session(Y: Any, half_width: float, level: float = 0.95, *,
     """Items ``method`` (the default session) and ``random`` need for ±``half_width`` at ``level`` on held-out
     rows of ``Y`` (references x items, NaN = missing), per regime (module docstring).
 
-    Returns ``{method, baseline, half_width, level, n_items, n_models, items, share, vs_random,
-    coverage_at_stop, best_models: {...}, regimes: {random_models: {...}, best_models: {...}}, stopped,
-    seconds}``; the top-level ``items`` / ``share`` / ``vs_random`` are the ``random_models`` regime's, the
-    ``best_models`` figures those of the best held-out models. A regime the references cannot form (too few
+    Returns ``{method, baseline, half_width, level, n_items, n_models, items, items_upper, share, share_upper,
+    vs_random, coverage_at_stop, best_models: {...}, regimes: {random_models: {...}, best_models: {...}}, stopped,
+    seconds}``; the top-level figures are the ``random_models`` regime's, ``best_models`` those of the best
+    held-out models; ``items_upper`` is the one-sided 90% upper bound of the mean items over the targets
+    (:func:`upper_mean`: with a handful of targets the mean under-stated a new model's items, docs/RESULTS.md
+    "What the planner says a session needs"). A regime the references cannot form (too few
     models for its targets and the gap) is reported with ``skipped`` and why. ``stopped`` is ``"done"`` or
     ``"max_seconds"`` (the targets run so far are reported)."""
     if not (math.isfinite(half_width) and half_width > 0):
@@ -147,11 +163,11 @@ def plan_session(Y: Any, half_width: float, level: float = 0.95, *,
         progress(1.0)
     head = regimes.get("random_models", {})
     best = regimes.get("best_models", {})
+    keys = ("items", "items_upper", "share", "share_upper", "vs_random", "coverage_at_stop")
     return {"method": method, "baseline": BASELINE, "half_width": float(half_width), "level": float(level),
             "min_items": int(min_items), "n_items": int(N), "n_models": int(M),
-            "items": head.get("items"), "share": head.get("share"), "vs_random": head.get("vs_random"),
-            "coverage_at_stop": head.get("coverage_at_stop"),
-            "best_models": {key: best.get(key) for key in ("items", "share", "vs_random", "coverage_at_stop")},
+            **{key: head.get(key) for key in keys},
+            "best_models": {key: best.get(key) for key in keys},
             "regimes": regimes, "stopped": stopped, "seconds": time.perf_counter() - started}
 
 
@@ -163,5 +179,7 @@ def suite_session_items(plans: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     n_all = sum(int(p["n_items"]) for p in plans)
     items, best = total("items"), total("items", "best_models")
+    upper, best_upper = total("items_upper"), total("items_upper", "best_models")
     return {"items": items, "share": items / n_all if items is not None and n_all else None,
-            "best_models_items": best, "n_items": n_all}
+            "items_upper": upper, "best_models_items": best, "best_models_items_upper": best_upper,
+            "n_items": n_all}
