@@ -448,6 +448,7 @@ def render_working_models(datasets: list[str], regimes: list[str], chosen: str) 
     summary: dict[str, list[tuple[float, float, str]]] = {wm: [] for wm in WORKING_MODELS}
     covered: dict[str, list[bool]] = {wm: [] for wm in WORKING_MODELS}
     oracle_ratios: list[float] = []
+    oracle_by: dict[str, list[float]] = {reg: [] for reg in REGIMES}
     for h in map(str, HALF_WIDTHS):
         lines += [f"#### ±{h} stop", "",
                   "| data set | regime | N | refs | random items | oracle items (ratio) | "
@@ -469,6 +470,7 @@ def render_working_models(datasets: list[str], regimes: list[str], chosen: str) 
                 covered[wm] += [run["stop"][chosen][h]["covered"] for t in p["targets"] for run in t["runs"]
                                 if h in run["stop"][chosen]]
             oracle_ratios.append(s0["oracle"] / s0["random"])
+            oracle_by[r].append(s0["oracle"] / s0["random"])
             share = np.mean([run.get("factor_share", 0.0) for t in got["prequential"]["targets"]
                              for run in t["runs"]])
             secs = " / ".join(f"{np.mean([run.get('seconds', math.nan) for t in got[wm]['targets'] for run in t['runs']]):.0f}"
@@ -478,17 +480,25 @@ def render_working_models(datasets: list[str], regimes: list[str], chosen: str) 
                          + f" | {share:.0%} | {secs} |")
         lines.append("")
     lines += ["#### Pooled over the pieces above x both stops", "",
-              "| working model | median items / random | largest | pooled coverage at the stop | lowest cell |",
-              "|---|---|---|---|---|"]
+              "| working model | median items / random | interpolation | extrapolation | largest | cells with fewer "
+              "items than the default | pooled coverage at the stop | lowest cell |",
+              "|---|---|---|---|---|---|---|---|"]
+    base_cells = {cell: x for x, _, cell in summary[DEFAULT_WM]}
     for wm in WORKING_MODELS:
         if not summary[wm]:
             continue
         ratios = [x for x, _, _ in summary[wm]]
+        by = {reg: [x for x, _, cell in summary[wm] if f" {reg} " in cell] for reg in REGIMES}
+        fewer = [x < base_cells[cell] for x, _, cell in summary[wm] if cell in base_cells]
         low = min(summary[wm], key=lambda z: z[1])
-        lines.append(f"| `{wm}` | {np.median(ratios):.2f}x | {max(ratios):.2f}x | {np.mean(covered[wm]):.1%} "
-                     f"({len(covered[wm])} stops) | {low[1]:.0%} ({low[2]}) |")
+        lines.append(f"| `{wm}` | {np.median(ratios):.2f}x | "
+                     + " | ".join(f"{np.median(v):.2f}x" if v else "n/a" for v in by.values())
+                     + f" | {max(ratios):.2f}x | {'-' if wm == DEFAULT_WM else f'{sum(fewer)} of {len(fewer)}'} | "
+                     f"{np.mean(covered[wm]):.1%} ({len(covered[wm])} stops) | {low[1]:.0%} ({low[2]}) |")
     if oracle_ratios:
-        lines.append(f"| oracle (ceiling) | {np.median(oracle_ratios):.2f}x | {max(oracle_ratios):.2f}x | - | - |")
+        lines.append(f"| oracle (ceiling) | {np.median(oracle_ratios):.2f}x | "
+                     + " | ".join(f"{np.median(v):.2f}x" for v in oracle_by.values() if v)
+                     + f" | {max(oracle_ratios):.2f}x | - | - | - |")
     lines += ["", "<!-- interpretation -->", "<!-- /interpretation -->", WM_END]
     return "\n".join(lines)
 
