@@ -57,6 +57,7 @@ from evalplan.sessions.validation import (
     ObservationIn,
     check_sizes,
     check_stop_fits,
+    check_working_model_cost,
     config_dict,
     config_of,
     n_latent_of,
@@ -91,6 +92,7 @@ def create_session(session: Session, request: SessionCreate) -> EvalSession:
     previous = resolve_previous(session, request.previous, targets or [str(target)])
     rows = resolve_references(session, request.reference_models, targets or [str(target)], matrix.model_ids,
                               matrix.model_names, previous)
+    check_working_model_cost(config, len(rows), len(matrix.item_pks))
     reference = matrix.values[rows].copy()
     means = np.nanmean(reference, axis=1)
     missing = np.isnan(reference)

@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 from evalplan.benchmarks import repository as benchmark_repository
 from evalplan.benchmarks.service import scale_of, score_range
 from evalplan.core.sequential import METHODS, SessionConfig
-from evalplan.core.sequential.config import MethodParams
+from evalplan.core.sequential.active_design import FACTOR, PREQUENTIAL
+from evalplan.core.sequential.config import MethodParams, resolve
+from evalplan.core.sequential.factor_model import MAX_FIT_CELLS
 from evalplan.core.sequential.methods import (
     ALIASES,
     MULTI_TARGET_METHODS,
@@ -122,6 +124,24 @@ def check_sizes(config: Any, n_items: int) -> None:
     if config.batch_size > n_items:
         raise InvalidInput(f"batch_size {config.batch_size} is larger than the benchmark's {n_items} items",
                            [{"field": "batch_size", "detail": f"at most {n_items}"}])
+
+
+FACTOR_WORKING_MODELS = (FACTOR, PREQUENTIAL)
+
+
+def check_working_model_cost(config: Any, n_references: int, n_items: int) -> None:
+    """422 when ``method_params.working_model`` needs the factor model's fit (``factor``, ``prequential``) on more
+    than ``factor_model.MAX_FIT_CELLS`` reference scores: that fit runs inside this request."""
+    name, params = resolve(config.method, config.method_params)
+    if getattr(params, "working_model", None) not in FACTOR_WORKING_MODELS:
+        return
+    cells = n_references * n_items
+    if cells > MAX_FIT_CELLS:
+        raise InvalidInput(
+            f"working_model {params.working_model!r} fits a factor model on the references' scores when the session "
+            f"is created: {n_references} references x {n_items} items = {cells:,} scores, more than the "
+            f"{MAX_FIT_CELLS:,} this request may fit; use the default working model, or fewer reference_models",
+            [{"field": "method_params.working_model", "detail": f"at most {MAX_FIT_CELLS:,} reference scores"}])
 
 
 def config_dict(config: Any) -> dict[str, Any]:

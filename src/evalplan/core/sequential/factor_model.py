@@ -40,6 +40,10 @@ CLIP = 1e-6
 NEWTON_STEPS = 8
 PRIOR_JITTER = 1e-3  # added to the prior covariance's diagonal, x its mean variance
 SHIFT_SD = 1.0  # prior sd of the target's logit shift (an ability offset the references' factors may not reach)
+# the largest references x items a session may fit the factor model on: its item side is fitted inside the
+# session's create request (248 s at 400 x 12,000 on the loaded 2-core machine, about linear in the cells), so
+# larger reference sets are refused (a located 422) rather than holding a worker for minutes
+MAX_FIT_CELLS = 500_000
 
 
 @dataclass(frozen=True)
