@@ -132,13 +132,14 @@ FACTOR_WORKING_MODELS = (FACTOR, PREQUENTIAL)
 def check_working_model_cost(config: Any, n_references: int, n_items: int) -> None:
     """422 when ``method_params.working_model`` needs the factor model's fit (``factor``, ``prequential``) on more
     than ``factor_model.MAX_FIT_CELLS`` reference scores: that fit runs inside this request."""
-    name, params = resolve(config.method, config.method_params)
-    if getattr(params, "working_model", None) not in FACTOR_WORKING_MODELS:
+    _, params = resolve(config.method, config.method_params)
+    working_model = getattr(params, "working_model", None)
+    if working_model not in FACTOR_WORKING_MODELS:
         return
     cells = n_references * n_items
     if cells > MAX_FIT_CELLS:
         raise InvalidInput(
-            f"working_model {params.working_model!r} fits a factor model on the references' scores when the session "
+            f"working_model {working_model!r} fits a factor model on the references' scores when the session "
             f"is created: {n_references} references x {n_items} items = {cells:,} scores, more than the "
             f"{MAX_FIT_CELLS:,} this request may fit; use the default working model, or fewer reference_models",
             [{"field": "method_params.working_model", "detail": f"at most {MAX_FIT_CELLS:,} reference scores"}])
