@@ -167,6 +167,8 @@ def test_their_anchor_rule(data):
     listed, w, km = irt_anchors(sel.a_, sel.b_, 20, 42, distinct=False)
     X = np.column_stack([sel.a_, sel.b_])
     assert listed.tolist() == pairwise_distances(km.cluster_centers_, X).argmin(axis=1).tolist()
+    if len(set(listed.tolist())) == 20:  # no repeat: the distinct rule is the notebook's list, ties included
+        assert sel.ranking_.tolist() == listed.tolist()
     theirs = IRTSelection(k=20, dim=1, epochs=EPOCHS, distinct_anchors=False).fit(Y)
     assert theirs.ranking_[theirs.listing_].tolist() == listed.tolist()
     assert theirs.weights_.sum() == pytest.approx(1.0) and theirs.listing_.size == 20

@@ -34,7 +34,7 @@ The pipeline (``Y`` the references x items matrix, scores in [0, 1]):
 
 Two deliberate departures, both documented in docs/DECISIONS.md "tinyBenchmarks IRT": the anchors
 are made distinct by default (their ``argmin`` may pick one item for two centroids; a coreset is a set, so a
-taken item yields to the next nearest free one, :func:`nearest_distinct_items`), and torch is
+taken item yields to the next nearest free one, :func:`irt_anchors`), and torch is
 imported only inside :func:`fit_multidim_2pl` (the API process never fits). ``distinct_anchors=False``
 (:class:`IRTSelection`) keeps their rule instead: the notebook's ``argmin``, an item picked by ``c``
 centroids is one coreset item with the ``c`` clusters' weights summed, and :class:`IRTPredictor`
@@ -60,7 +60,6 @@ from sklearn.cluster import KMeans
 from sklearn.metrics.pairwise import pairwise_distances
 
 from evalplan.core.coresets.intervals import cross_fitted_errors
-from evalplan.core.selection.baselines import nearest_distinct_items
 
 __all__ = [
     "DIMS",
@@ -430,17 +429,31 @@ class IRTSelection(BaseEstimator):  # type: ignore[misc]  # scikit-learn ships n
 def irt_anchors(a: np.ndarray, b: np.ndarray, k: int, seed: int, distinct: bool = True
                 ) -> tuple[np.ndarray, np.ndarray, Any]:
     """tinyBenchmarks' anchor points of an IRT model: ``KMeans(k, n_init="auto", random_state=seed)`` on
-    ``[a_i, b_i]``, per cluster the nearest item (``distinct``: a taken item yields to the next nearest
-    free one; else the notebook's ``argmin``, which may repeat an item); weights = cluster sizes / N.
-    Returns ``(k anchors in cluster order, k weights, the fitted KMeans)``."""
+    ``[a_i, b_i]``, per cluster the nearest item by the notebook's own
+    ``pairwise_distances(centers, X).argmin(axis=1)`` (``distinct``: then a centroid whose item an earlier
+    one took gets its next nearest free item; else the notebook's list, which may repeat an item);
+    weights = cluster sizes / N. Returns ``(k anchors in cluster order, k weights, the fitted KMeans)``.
+
+    The notebook's distance routine matters on exact ties (a cluster of two items, its centroid their
+    midpoint): ``sklearn.metrics.pairwise_distances_argmin`` (our first version, through
+    ``evalplan.core.selection.baselines.nearest_distinct_items``) rounds
+    differently and may pick the other item (issue 35 item 2: one such anchor moved gp-IRT's RMSE by 0.11
+    points on a 30-reference split), so both rules start from the notebook's ``argmin``."""
     X = np.column_stack([a, b])
     n = X.shape[0]
     km = KMeans(n_clusters=k, n_init="auto", random_state=seed).fit(X, sample_weight=np.full(n, 1.0 / n))
     weights = np.bincount(km.labels_, minlength=k).astype(np.float64) / n
-    if distinct:
-        return nearest_distinct_items(km.cluster_centers_, X), weights, km
-    nearest = pairwise_distances(km.cluster_centers_, X, metric="euclidean").argmin(axis=1)
-    return np.asarray(nearest, dtype=np.int64), weights, km
+    dist = pairwise_distances(km.cluster_centers_, X, metric="euclidean")
+    nearest = np.asarray(dist.argmin(axis=1), dtype=np.int64)
+    if not distinct:
+        return nearest, weights, km
+    taken = np.zeros(n, dtype=bool)
+    for r in range(k):
+        if taken[nearest[r]]:
+            free = np.where(taken, np.inf, dist[r])
+            nearest[r] = int(np.argmin(free))
+        taken[nearest[r]] = True
+    return nearest, weights, km
 
 
 def merge_repeated_anchors(anchors: Any, weights: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
