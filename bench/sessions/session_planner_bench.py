@@ -99,8 +99,8 @@ def render(rows: list[dict]) -> str:
             "items (random) | realised / planned | realised <= upper | planned vs random | realised vs random | "
             "realised coverage: default / random | planner seconds |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
-    for r in sorted(rows, key=lambda r: (-r["half_width"], DATASETS.index(r["data"]) if r["data"] in DATASETS
-                                         else 99)):
+    for r in sorted(rows, key=lambda r: (r["targets"], -r["half_width"],
+                                         DATASETS.index(r["data"]) if r["data"] in DATASETS else 99)):
         lines.append(
             f"| {r['data']} | {r['n_items']} | ±{r['half_width']:g} | {r['targets']} / {r['held_out']} | "
             f"{r['planned_items']:.0f} ({r['planned_random_items']:.0f}) | {upper(r)} | {r['realised_items']:.0f} "
@@ -132,7 +132,7 @@ def main() -> None:
             for h in (float(x) for x in args.half_widths.split(",")):
                 t0 = time.perf_counter()
                 row = piece(name, h, args.targets, args.held_out)
-                (CACHE / f"{name}_h{h:g}.json").write_text(json.dumps(row, indent=1))
+                (CACHE / f"{name}_h{h:g}_t{args.targets}.json").write_text(json.dumps(row, indent=1))
                 print(f"{name} ±{h:g}: planned {row['planned_items']:.0f} realised {row['realised_items']:.0f} "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     rows = [json.loads(p.read_text()) for p in sorted(CACHE.glob("*.json"))]

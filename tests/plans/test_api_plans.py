@@ -63,11 +63,11 @@ def test_plan_job_two_benchmarks(committed_client) -> None:
             assert plan["interval_rule"] == ("calibrated" if plan["method"] == "pbsc" else "finite_population")
         # the default session on held-out references (issue 33 item 5): what the service's sessions do offline
         session = plan["session"]
-        offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=4)
+        offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=8)
         assert session["method"] == "active_design" and session["baseline"] == "random"
         for regime in ("random_models", "best_models"):
             got, want = session["regimes"][regime], offline_session["regimes"][regime]
-            assert got["targets"] == want["targets"] == 4
+            assert got["targets"] == want["targets"] == 8
             assert [r["items"] for r in got["runs"]] == [r["items"] for r in want["runs"]]
             assert [r["items"] for r in got["random_runs"]] == [r["items"] for r in want["random_runs"]]
             assert got["vs_random"] == pytest.approx(got["items"] / got["random"]["items"])
@@ -180,7 +180,7 @@ def test_cli_plan(tmp_path, capsys) -> None:
     plan = out["benchmarks"][str(path)]
     assert plan["budget"] == offline["budget"] and plan["method"] == offline["method"]
     assert out["suite"]["total_items"] == offline["budget"]
-    offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=4)
+    offline_session = plan_session(Y.astype(float), 0.08, 0.9, n_targets=8)
     assert plan["session"]["items"] == offline_session["items"]
     assert plan["session"]["best_models"]["items"] == offline_session["best_models"]["items"]
     assert out["suite"]["session"]["items"] == offline_session["items"]

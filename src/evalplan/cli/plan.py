@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     pl.add_argument("--budgets", default=None, help="comma-separated fractions to try (default 1%%..75%%)")
     pl.add_argument("--seeds", type=int, default=3, help="backtest repetitions per (method, budget)")
     pl.add_argument("--max-seconds", type=float, default=None, help="time cap per benchmark")
-    pl.add_argument("--session-targets", type=int, default=4,
+    pl.add_argument("--session-targets", type=int, default=8,
                     help="held-out models per regime replayed as the default session and random (0 skips)")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON (the job result's layout)")
 

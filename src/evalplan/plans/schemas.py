@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalplan.core.backtest.session_planner import SESSION_TARGETS
 from evalplan.core.sequential.stopping import DEFAULT_LEVEL
 
 
@@ -35,6 +36,7 @@ class PlanCreate(BaseModel):
         None, description="Stop trying larger budgets of a benchmark after this many seconds (> 0); the session "
                           "replay of a benchmark gets the same allowance.")
     session_targets: int = Field(
-        4, description="Held-out references replayed as sessions per regime (random models, the best models) to "
-                       "measure the items the default session and `random` need for half_width: 0 skips it, "
-                       "at most 40 (each benchmark's `session` block).")
+        SESSION_TARGETS, description="Held-out references replayed as sessions per regime (random models, the best "
+                                     "models) to measure the items the default session and `random` need for "
+                                     "half_width: 0 skips it, at most 40, default 8 (each benchmark's `session` "
+                                     "block).")

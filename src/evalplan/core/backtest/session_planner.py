@@ -38,7 +38,7 @@ from evalplan.core.sequential.stopping import DEFAULT_MIN_ITEMS, PrecisionSessio
 
 from .sequential_backtest import EXTRAPOLATION_GAP, fill_reference_means, split_targets
 
-SESSION_TARGETS = 4  # held-out references per regime (the request's session_targets)
+SESSION_TARGETS = 8  # held-out references per regime (the request's session_targets; 4 under-stated items, DECISIONS)
 MAX_SESSION_TARGETS = 40
 REGIMES = {"random_models": "interpolation", "best_models": "extrapolation"}
 BASELINE = "random"
