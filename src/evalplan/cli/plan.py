@@ -45,7 +45,7 @@ def plan_command(args: argparse.Namespace) -> int:
         plan_benchmark,
         plan_suite,
     )
-    from evalplan.core.backtest.session_planner import plan_session, suite_session_items
+    from evalplan.core.backtest.session_planner import REGIME_LABELS, plan_session, suite_session_items
     from evalplan.kit.validation import json_safe
 
     try:
@@ -92,7 +92,7 @@ def plan_command(args: argparse.Namespace) -> int:
               "covered |")
         print("|---|---|---|---|---|---|---|---|")
         for path, p in plans.items():
-            for key, label in (("random_models", "random"), ("best_models", "the best")):
+            for key, label in REGIME_LABELS.items():
                 r = p["session"]["regimes"][key]
                 if "skipped" in r:
                     print(f"| {path} | {label} | - | not measured: {r['skipped']} | | | | |")

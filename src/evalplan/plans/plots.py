@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from evalplan import charts
+from evalplan.core.backtest.session_planner import REGIME_LABELS
 from evalplan.db.models import Job
 from evalplan.kit.errors import Conflict, NotFound
 from evalplan.kit.repository import job_by_id
@@ -67,9 +68,6 @@ def savings_of(result: dict[str, Any], cost: float | None) -> dict[str, Any]:
         out.update({"cost": total_k * float(cost), "all_cost": total_n * float(cost),
                     "saved_cost": (total_n - total_k) * float(cost)})
     return out
-
-
-REGIME_LABELS = {"random_models": "random", "best_models": "the best"}
 
 
 def session_rows(job: Job) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from .sequential_backtest import EXTRAPOLATION_GAP, fill_reference_means, split_
 SESSION_TARGETS = 8  # held-out references per regime (the request's session_targets; 4 under-stated items, DECISIONS)
 MAX_SESSION_TARGETS = 40
 REGIMES = {"random_models": "interpolation", "best_models": "extrapolation"}
+REGIME_LABELS = {"random_models": "random", "best_models": "the best"}  # the plan page's and the CLI's words
 BASELINE = "random"
 UPPER_LEVEL = 0.9  # the one-sided level of ``items_upper`` (the mean over a handful of targets is noisy)
 
